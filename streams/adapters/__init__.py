@@ -1,0 +1,91 @@
+"""Adapters from native hook payloads (JSON objects) to :class:`~streams.events.HookEvent`.
+
+:func:`adapt` recognises the payload's runtime by its shape; each runtime has its own module.
+All adapters are pure: the event time comes from the payload or from the caller (the ingest
+point's clock), never from the wall clock here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from streams.adapters.claude_code import adapt_claude_code
+from streams.adapters.codex import adapt_codex_hook, adapt_codex_notify
+from streams.adapters.openclaw import adapt_openclaw
+from streams.deadletter import Reason, RejectedInput
+from streams.events import HookEvent, from_prefixed
+from streams.timeparse import parse_time_ms
+
+_TIME_FIELDS = ("event_time_ms", "timestamp", "ts", "time", "event_time", "received_at")
+
+
+def payload_time_ms(payload: dict[str, Any], default_ms: int | None) -> int:
+    """The event time of a native payload: its first time field, else ``default_ms``.
+
+    Raises:
+        RejectedInput: ``bad_timestamp`` when a time field is unparseable, or when there is
+            none and no ``default_ms`` is given.
+    """
+    for f in _TIME_FIELDS:
+        if f in payload and payload[f] is not None:
+            return parse_time_ms(payload[f])
+    if default_ms is None:
+        raise RejectedInput(Reason.BAD_TIMESTAMP, "payload has no event time field " + "/".join(_TIME_FIELDS))
+    return default_ms
+
+
+def detect_runtime(payload: dict[str, Any]) -> str:
+    """Name the runtime a payload comes from.
+
+    Returns one of ``openclaw``, ``codex-notify``, ``codex``, ``claude-code``, ``prefixed``.
+
+    Raises:
+        RejectedInput: ``unknown_payload`` when the shape matches no adapter.
+    """
+    hint = payload.get("hivestream_source")
+    if isinstance(hint, str) and hint in {"openclaw", "codex", "codex-notify", "claude-code", "prefixed"}:
+        return hint
+    if payload.get("type") == "message" and payload.get("action") in {"received", "sent"}:
+        return "openclaw"
+    if str(payload.get("event", "")).startswith("message:"):
+        return "openclaw"
+    if payload.get("type") == "agent-turn-complete":
+        return "codex-notify"
+    name = payload.get("hook_event_name", payload.get("event"))
+    if isinstance(name, str) and name:
+        tp = payload.get("transcript_path")
+        if "turn_id" in payload or (isinstance(tp, str) and "/.codex/" in tp):
+            return "codex"
+        return "claude-code"
+    if isinstance(payload.get("content"), str):
+        return "prefixed"
+    raise RejectedInput(Reason.UNKNOWN_PAYLOAD, "payload matches no known hook format (keys: " + ", ".join(sorted(payload)[:12]) + ")")
+
+
+def adapt(payload: dict[str, Any], *, received_at_ms: int | None = None) -> HookEvent:
+    """Adapt one native hook payload to a HookEvent.
+
+    Args:
+        payload: the parsed JSON object a hook received (Claude Code or Codex stdin, Codex
+            legacy notify, an OpenClaw internal hook event, or ``{"content": "[hm …] …"}``).
+        received_at_ms: the ingest point's clock reading, epoch ms, used when the payload
+            carries no time of its own.
+
+    Raises:
+        RejectedInput: unknown shape, missing fields or a bad event time.
+    """
+    runtime = detect_runtime(payload)
+    t = payload_time_ms(payload, received_at_ms)
+    if runtime == "openclaw":
+        return adapt_openclaw(payload, t)
+    if runtime == "codex-notify":
+        return adapt_codex_notify(payload, t)
+    if runtime == "codex":
+        return adapt_codex_hook(payload, t)
+    if runtime == "claude-code":
+        return adapt_claude_code(payload, t)
+    content = payload.get("content")
+    if not isinstance(content, str):
+        raise RejectedInput(Reason.MISSING_FIELD, "prefixed payload needs a string 'content'")
+    eid = payload.get("event_id")
+    return from_prefixed(content, event_time_ms=t, event_id=eid if isinstance(eid, str) and eid else None)

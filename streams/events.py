@@ -1,0 +1,158 @@
+"""The versioned hook-event model every runtime's capture is adapted to.
+
+A :class:`HookEvent` is what goes on the ``hook-events`` topic (keyed by session) and what the
+embedded runner reads; it is frozen, so a processing step can never change an event in place.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from streams.prefix import DEFAULT_SCOPE, Provenance, build_prefix, parse_prefix
+
+SCHEMA_VERSION = 1
+
+# Normalised event types. Native names (``UserPromptSubmit``, ``message:received``, …) are kept
+# in ``native_event``; the normalised one goes into the ``event:`` prefix token, so the gateway's
+# ``message:sent`` and the backend's ``Stop`` of one turn share ``stop`` (as in the seed, §3).
+PROMPT = "user-prompt-submit"
+STOP = "stop"
+SUBAGENT_STOP = "subagent-stop"
+
+# Event types whose body is a conversation turn and so becomes a memory frame.
+CAPTURE_TYPES = frozenset({PROMPT, STOP, SUBAGENT_STOP})
+
+Importance = Literal["temporary", "normal", "important", "critical", "deprecated"]
+
+
+def kebab(name: str) -> str:
+    """``UserPromptSubmit`` → ``user-prompt-submit``; ``message:sent`` → ``message-sent``."""
+    out: list[str] = []
+    for i, c in enumerate(name):
+        if c.isupper() and i and (name[i - 1].islower() or name[i - 1].isdigit()):
+            out.append("-")
+        out.append("-" if c in ":_ " else c.lower())
+    return "".join(out)
+
+
+def stable_id(*parts: object) -> str:
+    """A deterministic event id: the first 32 hex chars of SHA-256 over the JSON of ``parts``.
+
+    Used so that importing or adapting the same input twice yields the same event ids, which
+    makes every downstream step idempotent.
+    """
+    raw = json.dumps(parts, sort_keys=True, default=str, ensure_ascii=True)
+    return hashlib.sha256(raw.encode("ascii")).hexdigest()[:32]
+
+
+class HookEvent(BaseModel):
+    """One hook event from a gateway or an agent backend, schema version 1.
+
+    Attributes:
+        schema_version: always 1 here; other versions are dead-lettered.
+        event_id: unique, stable id (idempotency key everywhere downstream).
+        source: capturing runtime, the ``src:`` token: ``claude-code``, ``codex``,
+            ``openclaw`` or another name.
+        event_type: normalised type, e.g. ``user-prompt-submit``, ``stop``, ``pre-tool-use``.
+        native_event: the runtime's own event name, e.g. ``UserPromptSubmit``, ``message:sent``.
+        session: session scope, the ``session:`` token (``default`` when unknown); the
+            ``hook-events`` topic key.
+        parent: parent session or agent id, optional.
+        project: project name, optional.
+        event_time_ms: event time, epoch milliseconds (UTC).
+        body: the turn text without any ``[hm …]`` prefix; ``None`` for events that carry none.
+        content: the verbatim prefixed content when the event arrived already prefixed.
+        importance: hive-mind importance of the frame it may become.
+        raw: the native payload it was adapted from (JSON object), optional.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    schema_version: Literal[1] = 1
+    event_id: str = Field(min_length=1, max_length=200)
+    source: str = Field(min_length=1, max_length=100)
+    event_type: str = Field(min_length=1, max_length=100)
+    native_event: str | None = None
+    session: str = DEFAULT_SCOPE
+    parent: str | None = None
+    project: str | None = None
+    event_time_ms: int = Field(ge=0, le=253402300799999)
+    body: str | None = None
+    content: str | None = None
+    importance: Importance = "normal"
+    raw: dict[str, Any] | None = None
+
+    @field_validator("source", "session", "parent", "project", "event_type")
+    @classmethod
+    def _no_spaces(cls, v: str | None) -> str | None:
+        """Prefix tokens may hold neither whitespace nor ``]``; they are replaced by ``_``."""
+        if v is None:
+            return v
+        return "".join("_" if (c.isspace() or c == "]") else c for c in v)
+
+    def provenance(self) -> Provenance:
+        """The ``[hm …]`` tokens of this event."""
+        return Provenance(
+            source=self.source,
+            session=self.session or DEFAULT_SCOPE,
+            parent=self.parent,
+            event=self.event_type,
+            project=self.project,
+        )
+
+    def frame_content(self) -> str | None:
+        """The content a frame would store: ``content`` verbatim, else prefix + ``body``."""
+        if self.content is not None:
+            return self.content
+        if self.body is None:
+            return None
+        return build_prefix(self.provenance()) + self.body
+
+    @property
+    def is_capture(self) -> bool:
+        """True when the event carries turn text that becomes a memory frame.
+
+        Prefixed ``content`` always is a capture; a ``body`` is one for the conversation event
+        types in :data:`CAPTURE_TYPES`. Events without text (a Stop hook of a runtime that does
+        not send the last message, tool events) are not captures.
+        """
+        if self.content is not None:
+            return True
+        return self.body is not None and self.event_type in CAPTURE_TYPES
+
+    def to_json(self) -> bytes:
+        """Serialise to UTF-8 JSON bytes (the ``hook-events`` topic value format)."""
+        return self.model_dump_json(exclude_none=True).encode("utf-8")
+
+
+def from_prefixed(
+    content: str,
+    *,
+    event_time_ms: int,
+    event_id: str | None = None,
+    importance: Importance = "normal",
+) -> HookEvent:
+    """Adapt content that already carries an ``[hm …]`` prefix (or none) to a HookEvent.
+
+    Provenance is read from the prefix; content without a prefix gets source ``unknown`` and
+    event type ``frame``. The content is kept verbatim in ``content``.
+    """
+    prov, _body = parse_prefix(content)
+    if prov is None:
+        prov = Provenance(source="unknown", event="frame")
+    return HookEvent(
+        event_id=event_id or stable_id("prefixed", content, event_time_ms),
+        source=prov.source,
+        event_type=prov.event or "frame",
+        native_event=None,
+        session=prov.session,
+        parent=prov.parent,
+        project=prov.project,
+        event_time_ms=event_time_ms,
+        content=content,
+        importance=importance,
+    )
