@@ -1,0 +1,91 @@
+"""HookEvent → Capture: the dedup core's input, with the body hashed and the key chosen."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+from streams.body_hash import KeyStrategy, dedup_key, stripped_body
+from streams.deadletter import Reason, RejectedInput
+from streams.events import HookEvent
+from streams.jsstring import js_utf8
+
+DEFAULT_MAX_BODY_BYTES = 1_048_576  # 1 MiB of UTF-8 after stripping the prefix
+
+
+@dataclass(frozen=True, slots=True)
+class Capture:
+    """One capture of a turn, ready for dedup.
+
+    Attributes:
+        event_id: the hook event's id (idempotency key).
+        key: dedup key (:func:`streams.body_hash.dedup_key`).
+        body_hash: 64-hex SHA-256 of the stripped, trimmed body (hive-mind parity).
+        content: the frame content, prefix included, as the first writer would store it.
+        source, session, event_type, parent, project, importance: provenance.
+        event_time_ms: event time, epoch ms.
+        partition, offset: where the record was read (topic partition/offset, or a file id
+            and line number); used to recognise a record processed twice.
+    """
+
+    event_id: str
+    key: str
+    body_hash: str
+    content: str
+    source: str
+    session: str
+    event_type: str
+    parent: str | None
+    project: str | None
+    importance: str
+    event_time_ms: int
+    partition: int
+    offset: int
+
+
+def to_capture(
+    ev: HookEvent,
+    *,
+    strategy: KeyStrategy = KeyStrategy.BODY,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    partition: int = 0,
+    offset: int = 0,
+) -> Capture | None:
+    """Make the Capture of ``ev``, or ``None`` when ``ev`` carries no turn text.
+
+    Args:
+        ev: a validated hook event.
+        strategy: dedup key strategy.
+        max_body_bytes: the largest stripped body accepted, in UTF-8 bytes.
+        partition, offset: the record's position.
+
+    Raises:
+        RejectedInput: ``empty_body`` when nothing is left after stripping the prefix and
+            whitespace; ``body_too_large`` above ``max_body_bytes``.
+    """
+    if not ev.is_capture:
+        return None
+    content = ev.frame_content()
+    assert content is not None  # is_capture guarantees it
+    body = stripped_body(content)
+    if not body:
+        raise RejectedInput(Reason.EMPTY_BODY, f"{ev.native_event or ev.event_type} event {ev.event_id} has an empty body after the [hm] prefix")
+    encoded = js_utf8(body)
+    if len(encoded) > max_body_bytes:
+        raise RejectedInput(Reason.BODY_TOO_LARGE, f"body is {len(encoded)} bytes, over the {max_body_bytes}-byte limit")
+    h = hashlib.sha256(encoded).hexdigest()
+    return Capture(
+        event_id=ev.event_id,
+        key=dedup_key(h, ev.event_type, strategy),
+        body_hash=h,
+        content=content,
+        source=ev.source,
+        session=ev.session,
+        event_type=ev.event_type,
+        parent=ev.parent,
+        project=ev.project,
+        importance=ev.importance,
+        event_time_ms=ev.event_time_ms,
+        partition=partition,
+        offset=offset,
+    )

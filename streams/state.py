@@ -1,0 +1,46 @@
+"""A dict that remembers which keys changed, to write dedup state next to the rows.
+
+The embedded runner persists the dedup core's state in the same DuckDB transaction as the
+batch (the role a faust table's changelog topic plays on Kafka).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, MutableMapping
+from typing import Any
+
+
+class TrackedState(MutableMapping[str, Any]):
+    """A ``MutableMapping`` that records the keys set or deleted since the last :meth:`drain`.
+
+    Args:
+        initial: the state loaded at start (not counted as changes).
+    """
+
+    def __init__(self, initial: dict[str, Any] | None = None) -> None:
+        self._data: dict[str, Any] = dict(initial or {})
+        self._changed: set[str] = set()
+
+    def __getitem__(self, key: str) -> Any:
+        return self._data[key]
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        self._data[key] = value
+        self._changed.add(key)
+
+    def __delitem__(self, key: str) -> None:
+        del self._data[key]
+        self._changed.add(key)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._data)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def drain(self) -> tuple[dict[str, Any], list[str]]:
+        """Return (keys set → their value, keys deleted) since the last call, and reset."""
+        upserts = {k: self._data[k] for k in self._changed if k in self._data}
+        deletes = [k for k in self._changed if k not in self._data]
+        self._changed.clear()
+        return upserts, deletes
