@@ -1,0 +1,198 @@
+"""The DuckDB sink: one transaction per batch holding the rows and the consumed positions.
+
+Following eventsourcing's "tracking record in the same transaction as the projection": a crash
+(kill -9) at any moment either applies a whole batch with its positions or none of it, and a
+re-delivered event (same event id) changes nothing.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+
+from projections.frames import capture_columns
+from projections.schema import DDL
+from streams.deadletter import DeadLetter
+from streams.dedup import FrameEvent
+
+_MERGE_FRAMES = """
+INSERT INTO frames
+SELECT frame_id,
+       any_value(dedup_key), any_value(body_hash),
+       arg_min(content, seq) FILTER (WHERE NOT is_duplicate),
+       arg_min(source, seq) FILTER (WHERE NOT is_duplicate),
+       arg_min(session, seq) FILTER (WHERE NOT is_duplicate),
+       arg_min(event_type, seq) FILTER (WHERE NOT is_duplicate),
+       arg_min(parent, seq) FILTER (WHERE NOT is_duplicate),
+       arg_min(project, seq) FILTER (WHERE NOT is_duplicate),
+       arg_min(importance, seq) FILTER (WHERE NOT is_duplicate),
+       min(frame_time_ms),
+       min(event_time_ms), max(event_time_ms), count(*),
+       list_sort(list_distinct(list(source)))
+FROM _new GROUP BY frame_id
+ON CONFLICT (frame_id) DO UPDATE SET
+    content = coalesce(content, excluded.content),
+    source = coalesce(source, excluded.source),
+    session = coalesce(session, excluded.session),
+    event_type = coalesce(event_type, excluded.event_type),
+    parent = coalesce(parent, excluded.parent),
+    project = coalesce(project, excluded.project),
+    importance = coalesce(importance, excluded.importance),
+    created_at_ms = coalesce(created_at_ms, excluded.created_at_ms),
+    first_seen_ms = least(first_seen_ms, excluded.first_seen_ms),
+    last_accessed_ms = greatest(last_accessed_ms, excluded.last_accessed_ms),
+    access_count = access_count + excluded.access_count,
+    sources = list_sort(list_distinct(list_concat(sources, excluded.sources)))
+"""
+
+
+class MetaMismatch(RuntimeError):
+    """The file was built with other dedup settings (key strategy or window)."""
+
+
+class DuckSink:
+    """Writer of one DuckDB projection file (one writer process per file, DESIGN.md §4).
+
+    Args:
+        path: the DuckDB file; created with the schema when missing.
+
+    Raises:
+        duckdb.IOException: when another process holds the file.
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = str(path)
+        self.con = duckdb.connect(self.path)
+        for stmt in DDL:
+            self.con.execute(stmt)
+
+    def close(self) -> None:
+        """Checkpoint and close the file."""
+        self.con.execute("CHECKPOINT")
+        self.con.close()
+
+    def __enter__(self) -> DuckSink:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- settings guard -------------------------------------------------------------------
+    def check_meta(self, settings: Mapping[str, str]) -> None:
+        """Record ``settings`` on first use; afterwards require the same values.
+
+        Raises:
+            MetaMismatch: when the file was built with different values (mixing two key
+                strategies or windows in one projection would make it meaningless).
+        """
+        rows = dict(self.con.execute("SELECT key, value FROM meta").fetchall())
+        for k, v in settings.items():
+            if k in rows and rows[k] != v:
+                raise MetaMismatch(f"{self.path} was built with {k}={rows[k]}, not {v}: use a new --db file (or reprocess)")
+        self.con.executemany("INSERT INTO meta VALUES (?, ?) ON CONFLICT DO NOTHING", list(settings.items()))
+
+    # --- positions --------------------------------------------------------------------------
+    def position(self, input_name: str, partition: int = 0) -> int:
+        """The first offset of ``input_name``/``partition`` not yet applied (0 when none)."""
+        row = self.con.execute(
+            "SELECT next_offset FROM positions WHERE input = ? AND src_partition = ?",
+            [input_name, partition],
+        ).fetchone()
+        return int(row[0]) if row else 0
+
+    def positions(self, input_name: str) -> dict[int, int]:
+        """All stored positions of ``input_name`` as partition → next offset."""
+        rows = self.con.execute(
+            "SELECT src_partition, next_offset FROM positions WHERE input = ?", [input_name]
+        ).fetchall()
+        return {int(p): int(o) for p, o in rows}
+
+    # --- dedup state (embedded runner) ----------------------------------------------------
+    def load_dedup_state(self) -> dict[str, Any]:
+        """The dedup core's state as stored by the last committed batch (key → frames list)."""
+        rows = self.con.execute("SELECT dedup_key, frames FROM dedup_state").fetchall()
+        return {k: json.loads(v) for k, v in rows}
+
+    def max_event_time_ms(self) -> int | None:
+        """The latest capture event time in the projection (epoch ms), or None when empty."""
+        row = self.con.execute("SELECT max(event_time_ms) FROM frame_captures").fetchone()
+        return None if row is None or row[0] is None else int(row[0])
+
+    # --- the batch ------------------------------------------------------------------------
+    def apply_batch(
+        self,
+        frame_events: Iterable[FrameEvent],
+        dead_letters: Iterable[DeadLetter] = (),
+        positions: Mapping[tuple[str, int], int] | None = None,
+        state_changes: tuple[Mapping[str, Any], Iterable[str]] | None = None,
+    ) -> tuple[int, int]:
+        """Apply one batch in one transaction.
+
+        Args:
+            frame_events: created/touched events, in processing order.
+            dead_letters: rejected records to record (idempotent on input/partition/offset).
+            positions: (input, partition) → next offset to store with the rows.
+            state_changes: (dedup keys set → frames list, keys deleted), stored with the rows.
+
+        Returns:
+            (new frames, new duplicate captures) applied; re-delivered event ids count in
+            neither.
+
+        Raises:
+            duckdb.Error: on a database failure; the transaction is rolled back.
+        """
+        batch = pa.table(capture_columns(frame_events))
+        dl = list(dead_letters)
+        con = self.con
+        con.execute("BEGIN TRANSACTION")
+        try:
+            applied = (0, 0)
+            if batch.num_rows:
+                con.register("_batch", batch)
+                con.execute(
+                    """CREATE OR REPLACE TEMP TABLE _new AS
+                       SELECT b.* FROM _batch b ANTI JOIN frame_captures fc ON fc.event_id = b.event_id
+                       QUALIFY row_number() OVER (PARTITION BY b.event_id ORDER BY b.seq) = 1"""
+                )
+                con.execute(
+                    """INSERT INTO frame_captures SELECT event_id, frame_id, source, session,
+                       event_type, event_time_ms, is_duplicate, src_partition, src_offset FROM _new"""
+                )
+                con.execute(_MERGE_FRAMES)
+                row = con.execute("SELECT count(*) FILTER (WHERE NOT is_duplicate), count(*) FILTER (WHERE is_duplicate) FROM _new").fetchone()
+                applied = (int(row[0]), int(row[1])) if row else (0, 0)
+                con.execute("DROP TABLE _new")
+                con.unregister("_batch")
+            if dl:
+                con.executemany(
+                    "INSERT INTO dead_letters VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                    [[d.source, d.partition, d.offset, d.event_id, str(d.reason), d.detail, d.original(), d.time_ms] for d in dl],
+                )
+            if positions:
+                con.executemany(
+                    """INSERT INTO positions VALUES (?, ?, ?) ON CONFLICT DO UPDATE
+                       SET next_offset = greatest(next_offset, excluded.next_offset)""",
+                    [[i, p, o] for (i, p), o in positions.items()],
+                )
+            if state_changes:
+                upserts, deletes = state_changes
+                if upserts:
+                    st = pa.table({"k": list(upserts), "v": [json.dumps(v) for v in upserts.values()]})
+                    con.register("_state", st)
+                    con.execute("INSERT OR REPLACE INTO dedup_state SELECT k, v FROM _state")
+                    con.unregister("_state")
+                dels = list(deletes)
+                if dels:
+                    con.register("_dels", pa.table({"k": dels}))
+                    con.execute("DELETE FROM dedup_state WHERE dedup_key IN (SELECT k FROM _dels)")
+                    con.unregister("_dels")
+            con.execute("COMMIT")
+            return applied
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise

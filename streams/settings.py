@@ -1,0 +1,42 @@
+"""Settings (pydantic-settings): from ``HIVESTREAM_*`` environment variables or arguments."""
+
+from __future__ import annotations
+
+from pydantic import AliasChoices, Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from streams.body_hash import KeyStrategy
+from streams.capture import DEFAULT_MAX_BODY_BYTES
+from streams.dedup import DEFAULT_ALLOWED_LATENESS_MS, DEFAULT_WINDOW_MS
+
+
+class Settings(BaseSettings):
+    """hivestream settings.
+
+    Attributes:
+        window_ms: dedup window W in ms; 0 or less means unbounded (env ``HIVESTREAM_WINDOW_MS``).
+        allowed_lateness_ms: watermark lag behind the max event time, ms.
+        key_strategy: ``body`` or ``body+event``.
+        max_body_bytes: largest accepted body, UTF-8 bytes after stripping the prefix.
+        batch_size: captures per DuckDB transaction.
+        kafka_bootstrap_servers: Kafka ``bootstrap.servers`` (env ``KAFKA_BOOTSTRAP_SERVERS``
+            is read too).
+        kafka_sasl_password: SASL password, kept as a secret (redacted in reprs and logs).
+        topic_namespace: prefix of every topic name.
+    """
+
+    model_config = SettingsConfigDict(env_prefix="HIVESTREAM_", extra="ignore")
+
+    window_ms: int = DEFAULT_WINDOW_MS
+    allowed_lateness_ms: int = Field(DEFAULT_ALLOWED_LATENESS_MS, ge=0)
+    key_strategy: KeyStrategy = KeyStrategy.BODY
+    max_body_bytes: int = Field(DEFAULT_MAX_BODY_BYTES, gt=0)
+    batch_size: int = Field(5000, gt=0)
+    kafka_bootstrap_servers: str = Field("127.0.0.1:19092", validation_alias=AliasChoices("KAFKA_BOOTSTRAP_SERVERS", "HIVESTREAM_KAFKA_BOOTSTRAP_SERVERS"))
+    kafka_sasl_password: SecretStr | None = None
+    topic_namespace: str = "hivestream"
+
+    @property
+    def window(self) -> int | None:
+        """W in ms, or None when unbounded."""
+        return self.window_ms if self.window_ms > 0 else None
