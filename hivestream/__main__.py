@@ -1,0 +1,5 @@
+"""``python -m hivestream`` runs the CLI."""
+
+from hivestream.cli import app
+
+app()

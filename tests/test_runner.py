@@ -1,0 +1,144 @@
+"""The embedded runner and CLI: demo samples, the real corpus (the main job), idempotent re-runs."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import duckdb
+import pytest
+from typer.testing import CliRunner
+
+from hivestream.cli import SAMPLES, app
+from hivestream.runner import EmbeddedRunner, run_files
+from projections.queries import QUERIES
+from projections.sink import MetaMismatch
+from streams.capture import to_capture
+from streams.deadletter import RejectedInput
+from streams.importers.files import import_file
+from streams.settings import Settings
+from tests.corpus import CORPUS, claude_files, codex_files
+
+SAMPLE_FILES = sorted(SAMPLES.glob("*.jsonl"))
+
+
+def tables(db: Path) -> dict[str, list[tuple[object, ...]]]:
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        return {
+            "frames": con.execute("SELECT frame_id, body_hash, content, source, access_count, sources, first_seen_ms, "
+                                  "last_accessed_ms FROM frames ORDER BY frame_id").fetchall(),
+            "captures": con.execute("SELECT * FROM frame_captures ORDER BY event_id").fetchall(),
+            "dead": con.execute("SELECT input, src_offset, reason FROM dead_letters ORDER BY ALL").fetchall(),
+        }
+    finally:
+        con.close()
+
+
+def reference_frames(paths: list[Path], window_ms: int, gateway: bool) -> Counter[tuple[str, int]]:
+    """Brute force: every capture against every earlier frame of its key (no state, no eviction).
+
+    An event id seen before is the same capture ingested again (a snapshot of a growing file
+    repeats its prefix): it counts once.
+    """
+    frames: list[dict[str, object]] = []
+    seen: set[str] = set()
+    for p in paths:
+        _, items = import_file(p, gateway=gateway)
+        for _off, _raw, ev in items:
+            if isinstance(ev, RejectedInput):
+                continue
+            try:
+                c = to_capture(ev)
+            except RejectedInput:
+                continue
+            if c is None or c.event_id in seen:
+                continue
+            seen.add(c.event_id)
+            hit = next((f for f in frames if f["key"] == c.key and abs(c.event_time_ms - int(f["t"])) <= window_ms), None)  # type: ignore[call-overload]
+            if hit is None:
+                frames.append({"key": c.key, "t": c.event_time_ms, "n": 1})
+            else:
+                hit["n"] = int(hit["n"]) + 1  # type: ignore[call-overload]
+    return Counter((str(f["key"]), int(f["n"])) for f in frames)  # type: ignore[call-overload]
+
+
+def test_demo_samples(tmp_path: Path) -> None:
+    report = run_files(SAMPLE_FILES, tmp_path / "d.duckdb", gateway=True)
+    # 4 turns per backend session (2 prompts, 2 replies) each captured twice with the gateway,
+    # + 6 already-captured events in the hook log (4 bad lines, one of them an empty body)
+    assert report.captures == 22
+    assert report.frames_created == 10 and report.duplicates == 12
+    assert report.dead_letters == Counter({"bad_timestamp": 2, "malformed_json": 1, "empty_body": 1})
+    con = duckdb.connect(str(tmp_path / "d.duckdb"), read_only=True)
+    pairs = dict(((a, b), n) for a, b, n, _ in con.execute(QUERIES["dedup-summary"].sql).fetchall())
+    assert pairs[("openclaw", "claude-code")] == 3  # gateway received before each Claude prompt, + telegram
+    assert pairs[("claude-code", "codex")] == 1  # "All 12 tests pass." from both backends within W
+    top = con.execute("SELECT access_count, sources FROM frames ORDER BY access_count DESC LIMIT 1").fetchone()
+    assert top == (4, ["claude-code", "codex", "openclaw"])
+
+
+def test_rerun_applies_nothing_twice(tmp_path: Path) -> None:
+    db = tmp_path / "r.duckdb"
+    run_files(SAMPLE_FILES, db, gateway=True)
+    before = tables(db)
+    again = run_files(SAMPLE_FILES, db, gateway=True)
+    assert again.frames_created == 0 and again.duplicates == 0 and again.skipped > 0
+    assert tables(db) == before
+
+
+def test_killed_run_resumes_to_the_same_tables(tmp_path: Path) -> None:
+    files = SAMPLE_FILES
+    full = tmp_path / "full.duckdb"
+    run_files(files, full, gateway=True, settings=Settings(batch_size=1))
+    part = tmp_path / "part.duckdb"
+    r = EmbeddedRunner(part, Settings(batch_size=1))
+    for p in files[:1]:
+        r.run_file(p, gateway=True)
+    _, items = import_file(files[1], gateway=True)
+    stop_after = 9
+    r.run_items(f"file:{files[1].resolve()}", (x for i, x in enumerate(items) if i < stop_after))  # dies mid-file
+    r.sink.con.close()  # no checkpoint, as after kill -9
+    run_files(files, part, gateway=True, settings=Settings(batch_size=1))
+    assert tables(part)["frames"] == tables(full)["frames"]
+    assert [c[:7] for c in tables(part)["captures"]] == [c[:7] for c in tables(full)["captures"]]
+
+
+def test_settings_are_bound_to_the_file(tmp_path: Path) -> None:
+    db = tmp_path / "m.duckdb"
+    run_files(SAMPLE_FILES[:1], db)
+    with pytest.raises(MetaMismatch):
+        EmbeddedRunner(db, Settings(window_ms=5))
+
+
+@pytest.mark.skipif(not CORPUS.exists(), reason="shared/corpus is not beside the repository")
+def test_main_job_on_the_real_corpus(tmp_path: Path) -> None:
+    """`hivestream run` on every real session with the gateway double capture (the main job)."""
+    db = tmp_path / "corpus.duckdb"
+    res = CliRunner().invoke(app, ["run", str(CORPUS / "claude-code"), str(CORPUS / "codex"), "--gateway", "--db", str(db)])
+    assert res.exit_code == 0, res.output
+    assert "frames out" in res.output
+    paths = sorted((CORPUS / "claude-code").rglob("*.jsonl")) + sorted((CORPUS / "codex").rglob("*.jsonl"))
+    assert set(paths) == set(claude_files() + codex_files())
+    con = duckdb.connect(str(db), read_only=True)
+    got = Counter(con.execute("SELECT dedup_key, access_count FROM frames").fetchall())
+    captures, frames, dupes = con.execute(QUERIES["totals"].sql).fetchone()[:3]  # type: ignore[index]
+    by_pair = dict(((a, b), n) for a, b, n, _ in con.execute(QUERIES["dedup-summary"].sql).fetchall())
+    con.close()
+    assert got == reference_frames(paths, Settings().window_ms, gateway=True)
+    assert captures == frames + dupes and dupes > 0
+    # every gateway capture of a backend turn collapses into the backend's frame (or vice versa)
+    gw = sum(n for (a, b), n in by_pair.items() if "openclaw" in (a, b) and a != b)
+    assert gw > 100
+    for name in QUERIES:
+        res = CliRunner().invoke(app, ["query", name, "--db", str(db), "--format", "json"])
+        assert res.exit_code == 0, res.output
+
+
+def test_query_cli_errors(tmp_path: Path) -> None:
+    res = CliRunner().invoke(app, ["query", "no-such-query", "--db", str(tmp_path / "x.duckdb")])
+    assert res.exit_code == 2
+    res = CliRunner().invoke(app, ["query", "totals", "--db", str(tmp_path / "missing.duckdb")])
+    assert res.exit_code == 2
+    res = CliRunner().invoke(app, ["query", "--list"])
+    assert res.exit_code == 0 and "dedup-summary" in res.output
