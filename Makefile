@@ -1,0 +1,39 @@
+# hivestream: `make demo` runs the main job on the embedded default (no broker);
+# `make test` runs the whole suite (it starts the Kafka broker it needs by itself).
+PY ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: install demo test lint bench kafka-start kafka-stop clean
+
+$(STAMP): pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/hivestream demo
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/mypy
+
+test: $(STAMP) lint
+	bash deploy/kafka/kafka.sh fetch
+	$(BIN)/python -m pytest
+
+bench: $(STAMP)
+	$(BIN)/python bench/bench_dedup_core.py
+
+kafka-start:
+	bash deploy/kafka/kafka.sh start
+
+kafka-stop:
+	bash deploy/kafka/kafka.sh stop
+
+clean:
+	rm -rf $(VENV) *.egg-info .pytest_cache .mypy_cache .ruff_cache
