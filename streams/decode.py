@@ -64,7 +64,7 @@ def validate_hook_event(obj: dict[str, Any]) -> HookEvent:
             pydantic's error text.
     """
     version = obj.get("schema_version")
-    if version != SCHEMA_VERSION:
+    if type(version) is not int or version != SCHEMA_VERSION:
         raise RejectedInput(Reason.UNKNOWN_SCHEMA_VERSION, f"schema_version {version!r} is not supported (expected {SCHEMA_VERSION})")
     try:
         return HookEvent.model_validate(obj)
@@ -95,5 +95,9 @@ def decode_hook_record(raw: bytes, *, received_at_ms: int | None = None) -> Hook
         return validate_hook_event(obj)
     try:
         return adapt(obj, received_at_ms=received_at_ms)
+    except RejectedInput:
+        raise
     except ValidationError as e:
         raise RejectedInput(Reason.WRONG_SHAPE, _short(e)) from e
+    except (TypeError, ValueError, AttributeError, KeyError) as e:  # a field of an unexpected type
+        raise RejectedInput(Reason.WRONG_SHAPE, f"unexpected shape: {type(e).__name__}: {e}") from e

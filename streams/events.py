@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -15,6 +16,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from streams.prefix import DEFAULT_SCOPE, Provenance, build_prefix, parse_prefix
 
 SCHEMA_VERSION = 1
+
+_UNSAFE_TOKEN = re.compile(r"[\s\]]")  # what a prefix token may not hold (str.isspace set, and "]")
 
 # Normalised event types. Native names (``UserPromptSubmit``, ``message:received``, …) are kept
 # in ``native_event``; the normalised one goes into the ``event:`` prefix token, so the gateway's
@@ -90,9 +93,9 @@ class HookEvent(BaseModel):
     @classmethod
     def _no_spaces(cls, v: str | None) -> str | None:
         """Prefix tokens may hold neither whitespace nor ``]``; they are replaced by ``_``."""
-        if v is None:
+        if v is None or not _UNSAFE_TOKEN.search(v):
             return v
-        return "".join("_" if (c.isspace() or c == "]") else c for c in v)
+        return _UNSAFE_TOKEN.sub("_", v)
 
     def provenance(self) -> Provenance:
         """The ``[hm …]`` tokens of this event."""

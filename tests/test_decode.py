@@ -116,3 +116,23 @@ def test_body_over_the_size_limit() -> None:
     raw = json.dumps({"content": "é" * 600, "timestamp": 1}).encode()
     assert reason(raw, max_body_bytes=1000) == Reason.BODY_TOO_LARGE
     assert to_capture(decode_hook_record(raw), max_body_bytes=1200) is not None
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b'{"type": ["x"]}',
+        b'{"type": {"a": 1}}',
+        b'{"type": "message", "action": ["sent"], "timestamp": 1, "context": {"content": "x"}}',
+        b'{"event": 5, "session_id": "s", "ts": 1}',
+        b'{"schema_version": true, "event_id": "e", "source": "x", "event_type": "stop", "event_time_ms": 1}',
+        b'{"type": "agent-turn-complete", "thread-id": ["t"], "timestamp": 1}',
+    ],
+)
+def test_fields_of_unexpected_types_are_rejected_not_raised(raw: bytes) -> None:
+    with pytest.raises(RejectedInput):
+        to_capture(decode_hook_record(raw))
+
+
+def test_deep_nesting_is_malformed_json() -> None:
+    assert reason(b"[" * 100_000) == Reason.MALFORMED_JSON

@@ -45,9 +45,10 @@ def detect_runtime(payload: dict[str, Any]) -> str:
     hint = payload.get("hivestream_source")
     if isinstance(hint, str) and hint in {"openclaw", "codex", "codex-notify", "claude-code", "prefixed"}:
         return hint
-    if payload.get("type") == "message" and payload.get("action") in {"received", "sent"}:
+    kind, action, event = payload.get("type"), payload.get("action"), payload.get("event")
+    if kind == "message" and isinstance(action, str) and action in {"received", "sent"}:
         return "openclaw"
-    if str(payload.get("event", "")).startswith("message:"):
+    if isinstance(event, str) and event.startswith("message:"):
         return "openclaw"
     if payload.get("type") == "agent-turn-complete":
         return "codex-notify"

@@ -88,6 +88,8 @@ def import_jsonl(lines: Iterable[bytes], feeder: LineFeeder) -> Iterator[Item]:
             yield from feeder.feed(offset, line, parse_json_object(line))
         except RejectedInput as err:
             yield offset, line, err
+        except (TypeError, ValueError, AttributeError, KeyError) as err:  # a field of an unexpected type
+            yield offset, line, RejectedInput(Reason.WRONG_SHAPE, f"unexpected shape: {type(err).__name__}: {err}")
     yield from feeder.finish()
 
 
@@ -202,8 +204,12 @@ class _Transcript:
         turn.interrupted = False
         message_id = str(msg.get("id") or entry.get("uuid") or f"line-{offset}")
         for block in _blocks(msg.get("content")):
-            if block.get("type") == "text" and str(block.get("text") or "").strip():
-                turn.add_text(message_id, block["text"])
+            if block.get("type") == "text":
+                text = block.get("text")
+                if not isinstance(text, str):
+                    raise RejectedInput(Reason.WRONG_SHAPE, f"text block of message {message_id} is not a string")
+                if text.strip():
+                    turn.add_text(message_id, text)
             elif block.get("type") == "tool_use":
                 tool_id, name = str(block.get("id") or ""), block.get("name")
                 self.tools[tool_id] = name if isinstance(name, str) else "unknown"

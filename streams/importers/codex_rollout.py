@@ -114,7 +114,10 @@ class _Rollout:
         yield self._event("UserPromptSubmit", offset, line, t, prompt=message)
 
     def _agent_message(self, offset: int, line: bytes, t: int, p: dict[str, Any]) -> Iterator[Item]:
-        self.last_agent = _str(p.get("message")) or self.last_agent
+        message = p.get("message")
+        if message is not None and not isinstance(message, str):
+            raise RejectedInput(Reason.WRONG_SHAPE, "agent_message 'message' must be a string")
+        self.last_agent = _str(message) or self.last_agent
         return iter(())
 
     def _task_complete(self, offset: int, line: bytes, t: int, p: dict[str, Any]) -> Iterator[Item]:

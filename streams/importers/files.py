@@ -37,13 +37,13 @@ def detect_format(lines: Iterable[bytes], sniff: int = 20) -> str:
             break
         try:
             obj = json.loads(line)
-        except (ValueError, UnicodeDecodeError):
+        except (ValueError, UnicodeDecodeError, RecursionError):
             continue
-        if not isinstance(obj, dict):
+        if not isinstance(obj, dict) or not isinstance(obj.get("type"), str):
             continue
-        if obj.get("type") in _CODEX_TYPES and "payload" in obj:
+        if obj["type"] in _CODEX_TYPES and "payload" in obj:
             return "codex"
-        if obj.get("type") in _CLAUDE_TYPES and ("sessionId" in obj or "uuid" in obj or "messageId" in obj or "leafUuid" in obj):
+        if obj["type"] in _CLAUDE_TYPES and ("sessionId" in obj or "uuid" in obj or "messageId" in obj or "leafUuid" in obj):
             return "claude-code"
     return "hook-events"
 
