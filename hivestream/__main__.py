@@ -1,5 +1,5 @@
 """``python -m hivestream`` runs the CLI."""
 
-from hivestream.cli import app
+from hivestream.cli import main
 
-app()
+main()

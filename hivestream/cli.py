@@ -3,26 +3,39 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
 import duckdb
 import typer
+from pydantic import ValidationError
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from hivestream.runner import RunReport, run_files
-from projections.queries import QUERIES, run_query
+from projections.queries import QUERIES, open_for_reading, run_query
 from projections.sink import MetaMismatch
 from streams.body_hash import KeyStrategy
 from streams.settings import Settings
 
-app = typer.Typer(help="hivestream: dedup AI-agent memory captures into DuckDB projections.", no_args_is_help=True)
+app = typer.Typer(help="hivestream: dedup AI-agent memory captures into DuckDB projections.", no_args_is_help=True,
+                  pretty_exceptions_enable=False)
 out = Console(width=max(100, Console().width))
 err = Console(stderr=True)
 
 SAMPLES = Path(__file__).parent / "samples"
+
+
+class OutputFormat(StrEnum):
+    """Output formats of ``hivestream query``."""
+
+    TABLE = "table"
+    JSON = "json"
+    CSV = "csv"
 
 
 def _settings(window_ms: int | None, key_strategy: KeyStrategy | None, batch_size: int | None) -> Settings:
@@ -41,7 +54,7 @@ def _table(title: str, cols: list[str], rows: list[tuple[object, ...]]) -> Table
     for c in cols:
         t.add_column(c)
     for r in rows:
-        t.add_row(*("" if v is None else str(v) for v in r))
+        t.add_row(*(Text("" if v is None else str(v)) for v in r))
     return t
 
 
@@ -52,7 +65,8 @@ def print_report(report: RunReport) -> None:
         fmts[f] = fmts.get(f, 0) + 1
     out.print(f"[bold]inputs[/]: {len(report.inputs)} files ({', '.join(f'{n} {k}' for k, n in sorted(fmts.items()))}), "
               f"{report.records} input records with events, {report.skipped} events already applied")
-    out.print(f"[bold]hook events[/]: {report.events} ({report.captures} captures with turn text, {report.not_captures} tool/lifecycle events)")
+    out.print(f"[bold]hook events[/]: {report.events} ({report.captures} captures with turn text, {report.not_captures} tool/lifecycle "
+              f"events, {report.events - report.captures - report.not_captures} rejected as captures)")
     out.print(f"[bold]frames out[/]: {report.frames_created}; [bold]duplicates collapsed[/]: {report.duplicates}"
               + (f"; {report.repeated} captures were already applied (same event ids)" if report.repeated else ""))
     dl = sum(report.dead_letters.values())
@@ -64,7 +78,16 @@ def print_report(report: RunReport) -> None:
         out.print(_table("duplicates collapsed per source pair (whole file)", cols, rows))
     finally:
         con.close()
-    out.print(f"[bold]DuckDB file[/]: {Path(report.db).resolve()}  (try: hivestream query top-frames --db {report.db})")
+    out.print(f"[bold]DuckDB file[/]: {Path(report.db).resolve()}  (try: {_self()} query top-frames --db {report.db})")
+
+
+def _self() -> str:
+    """How the user invoked this command (``.venv/bin/hivestream`` after ``make demo``)."""
+    argv0 = Path(sys.argv[0])
+    if argv0.name == "hivestream" and argv0.exists():
+        rel = os.path.relpath(argv0)
+        return rel if not rel.startswith("..") else str(argv0)
+    return "hivestream"
 
 
 WindowOpt = Annotated[int | None, typer.Option("--window-ms", help="dedup window W in ms; 0 = unbounded (default 600000)")]
@@ -82,9 +105,7 @@ def run(
     batch_size: BatchOpt = None,
 ) -> None:
     """Import session files, dedup and project them into DuckDB, in one process (no broker)."""
-    paths: list[Path] = []
-    for f in files:
-        paths.extend(sorted(p for p in f.rglob("*.jsonl")) if f.is_dir() else [f])
+    paths = _expand(files)
     settings = _settings(window_ms, key_strategy, batch_size)
     try:
         with err.status("running…") as status:
@@ -117,7 +138,7 @@ def demo(
 def query(
     name: Annotated[str | None, typer.Argument(help="query name; omit with --list")] = None,
     db: Annotated[Path, typer.Option("--db", help="DuckDB file to read")] = Path("hivestream.duckdb"),
-    fmt: Annotated[str, typer.Option("--format", help="table, json or csv")] = "table",
+    fmt: Annotated[OutputFormat, typer.Option("--format", help="table, json or csv")] = OutputFormat.TABLE,
     list_: Annotated[bool, typer.Option("--list", help="list the named queries")] = False,
 ) -> None:
     """Run a named analytics query on a projection file."""
@@ -127,18 +148,23 @@ def query(
     if name not in QUERIES:
         err.print(f"[red]error:[/] unknown query {name!r}; known: {', '.join(sorted(QUERIES))}")
         raise typer.Exit(2)
-    if not db.exists():
-        err.print(f"[red]error:[/] no such DuckDB file: {db}")
-        raise typer.Exit(2)
-    con = duckdb.connect(str(db), read_only=True)
+    try:
+        con, freshness = open_for_reading(db)
+    except FileNotFoundError as e:
+        err.print(f"[red]error:[/] {e}")
+        raise typer.Exit(2) from e
     try:
         cols, rows = run_query(con, name)
+    except duckdb.Error as e:
+        err.print(f"[red]error:[/] {db} is not a hivestream projection ({type(e).__name__}: {e})")
+        raise typer.Exit(2) from e
     finally:
         con.close()
-    if fmt == "json":
+    err.print(freshness)
+    if fmt is OutputFormat.JSON:
         json.dump([dict(zip(cols, r, strict=True)) for r in rows], sys.stdout, default=str, indent=1)
         sys.stdout.write("\n")
-    elif fmt == "csv":
+    elif fmt is OutputFormat.CSV:
         import csv
 
         w = csv.writer(sys.stdout)
@@ -149,5 +175,226 @@ def query(
 
 
 def main() -> None:
-    """Console-script entry point."""
-    app()
+    """Console-script entry point: user errors become one clear line and exit code 2."""
+    try:
+        app()
+    except ValidationError as e:
+        first = e.errors()[0]
+        err.print(f"[red]error:[/] invalid setting {'.'.join(map(str, first['loc']))}: {first['msg']} (input {first.get('input')!r})")
+        sys.exit(2)
+    except duckdb.Error as e:
+        err.print(f"[red]error:[/] DuckDB: {e}")
+        sys.exit(2)
+    except Exception as e:
+        from kafka.errors import KafkaError
+
+        if isinstance(e, KafkaError):
+            err.print(f"[red]error:[/] Kafka: {e!r} (is the broker at KAFKA_BOOTSTRAP_SERVERS running?)")
+            sys.exit(2)
+        raise
+
+
+# --- the Kafka path -----------------------------------------------------------------------
+BootstrapOpt = Annotated[str | None, typer.Option("--bootstrap", help="Kafka bootstrap servers (default: KAFKA_BOOTSTRAP_SERVERS or 127.0.0.1:19092)")]
+NamespaceOpt = Annotated[str | None, typer.Option("--namespace", help="topic namespace (default: hivestream)")]
+PartitionsOpt = Annotated[int | None, typer.Option("--partitions", help="partitions of the topics created (default 4)")]
+
+
+def _kafka_settings(bootstrap: str | None, namespace: str | None, partitions: int | None, **more: object) -> Settings:
+    overrides: dict[str, object] = {k: v for k, v in more.items() if v is not None}
+    if bootstrap:
+        overrides["kafka_bootstrap_servers"] = bootstrap
+    if namespace:
+        overrides["topic_namespace"] = namespace
+    if partitions:
+        overrides["partitions"] = partitions
+    return Settings(**overrides)  # type: ignore[arg-type]
+
+
+@app.command()
+def topics(bootstrap: BootstrapOpt = None, namespace: NamespaceOpt = None, partitions: PartitionsOpt = None) -> None:
+    """Create hivestream's topics (idempotent)."""
+    from streams.topics import Topics, ensure_topics
+
+    s = _kafka_settings(bootstrap, namespace, partitions)
+    created = ensure_topics(s.kafka_bootstrap_servers, Topics(s.topic_namespace).specs(s.partitions))
+    out.print(f"created: {', '.join(created) or 'none (all exist)'}")
+
+
+@app.command()
+def produce(
+    files: Annotated[list[Path], typer.Argument(help="session files, directories or hook-event JSONL", exists=True)],
+    gateway: Annotated[bool, typer.Option("--gateway/--no-gateway", help="also emit the OpenClaw gateway's double capture")] = False,
+    bootstrap: BootstrapOpt = None,
+    namespace: NamespaceOpt = None,
+    partitions: PartitionsOpt = None,
+) -> None:
+    """Import files onto the hook-events topic (idempotent producer, batching, progress in events/s)."""
+    import time as _time
+
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    from hivestream.runner import wall_clock_ms
+    from streams.producer import make_producer, produce_files
+    from streams.topics import Topics, ensure_topics
+
+    s = _kafka_settings(bootstrap, namespace, partitions)
+    t = Topics(s.topic_namespace)
+    ensure_topics(s.kafka_bootstrap_servers, t.specs(s.partitions))
+    paths = _expand(files)
+    producer = make_producer(s.kafka_bootstrap_servers)
+    t0 = _time.monotonic()
+    with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=err, transient=True) as prog:
+        task = prog.add_task("producing", total=None)
+
+        def tick(n: int) -> None:
+            rate = n / max(1e-6, _time.monotonic() - t0)
+            prog.update(task, description=f"produced {n} events ({rate:,.0f} events/s)")
+
+        try:
+            rep = produce_files(paths, producer, t, gateway=gateway, now_ms=wall_clock_ms, on_event=tick)
+        finally:
+            producer.close()
+    dt = _time.monotonic() - t0
+    dl = ", ".join(f"{k} {v}" for k, v in rep.dead_letters.most_common()) or "none"
+    out.print(f"produced {rep.events} events from {len(paths)} files to {t.hook_events} in {dt:.1f} s "
+              f"({rep.events / max(dt, 1e-6):,.0f} events/s); dead-lettered at import: {dl}")
+
+
+def _expand(files: list[Path]) -> list[Path]:
+    """Files as given; directories expand to their ``*.jsonl`` files (exit 2 when none)."""
+    paths: list[Path] = []
+    for f in files:
+        found = sorted(f.rglob("*.jsonl")) if f.is_dir() else [f]
+        if not found:
+            err.print(f"[red]error:[/] no .jsonl files in {f}")
+            raise typer.Exit(2)
+        paths.extend(found)
+    return paths
+
+
+@app.command()
+def worker(
+    bootstrap: BootstrapOpt = None,
+    namespace: NamespaceOpt = None,
+    partitions: PartitionsOpt = None,
+    store: Annotated[str, typer.Option("--store", help="faust table store: rocksdb:// or memory://")] = "rocksdb://",
+    data_dir: Annotated[Path, typer.Option("--data-dir", help="faust data directory (rocksdb state)")] = Path(".hivestream-worker"),
+    frames_version: Annotated[str, typer.Option("--frames-version", help="write a versioned frames topic (see reprocess)")] = "",
+    window_ms: WindowOpt = None,
+    key_strategy: KeyOpt = None,
+    loglevel: Annotated[str, typer.Option("--loglevel")] = "warning",
+) -> None:
+    """Run a faust worker: validate hook events, repartition by dedup key, dedup into frames."""
+    from streams.faust_app import create_app, run_worker
+    from streams.topics import Topics, ensure_topics
+
+    s = _kafka_settings(bootstrap, namespace, partitions, window_ms=window_ms, key_strategy=key_strategy)
+    ensure_topics(s.kafka_bootstrap_servers, Topics(s.topic_namespace, frames_version).specs(s.partitions))
+    h = create_app(s, store=store, frames_version=frames_version, data_dir=str(data_dir))
+    run_worker(h, loglevel=loglevel)
+
+
+@app.command()
+def reprocess(
+    version: Annotated[str, typer.Option("--version", help="name of the new frames topic version, e.g. v2")],
+    bootstrap: BootstrapOpt = None,
+    namespace: NamespaceOpt = None,
+    partitions: PartitionsOpt = None,
+    store: Annotated[str, typer.Option("--store")] = "rocksdb://",
+    data_dir: Annotated[Path, typer.Option("--data-dir")] = Path(".hivestream-worker"),
+    window_ms: WindowOpt = None,
+    key_strategy: KeyOpt = None,
+    loglevel: Annotated[str, typer.Option("--loglevel")] = "warning",
+) -> None:
+    """Re-run dedup from hook-events offset 0 with another key strategy or window into <ns>.frames.<version>.
+
+    It is a worker with its own consumer group and table; project its topic into another file
+    with `hivestream project --frames-version VERSION --db other.duckdb` and compare.
+    """
+    worker(bootstrap, namespace, partitions, store, data_dir, version, window_ms, key_strategy, loglevel)
+
+
+def _projector(s: Settings, db: Path, frames_version: str, snapshot_every_s: float) -> tuple[object, object]:
+    from projections.projector import Projector
+    from projections.sink import DuckSink
+    from streams.topics import Topics, ensure_topics
+
+    t = Topics(s.topic_namespace, frames_version)
+    ensure_topics(s.kafka_bootstrap_servers, t.specs(s.partitions))
+    sink = DuckSink(db)
+    return sink, Projector(sink, s.kafka_bootstrap_servers, t.frames, t.dead_letter, batch_max=s.batch_size,
+                           snapshot_every_s=snapshot_every_s)
+
+
+@app.command()
+def project(
+    db: Annotated[Path, typer.Option("--db", help="DuckDB file to write")] = Path("hivestream.duckdb"),
+    bootstrap: BootstrapOpt = None,
+    namespace: NamespaceOpt = None,
+    partitions: PartitionsOpt = None,
+    frames_version: Annotated[str, typer.Option("--frames-version")] = "",
+    idle_exit_s: Annotated[float | None, typer.Option("--idle-exit", help="stop after this many seconds without records")] = None,
+    snapshot_every_s: Annotated[float, typer.Option("--snapshot-every", help="seconds between published snapshots")] = 2.0,
+) -> None:
+    """Project the frames and dead-letter topics into DuckDB (one transaction per batch with the offsets)."""
+    import signal
+
+    from projections.projector import Projector
+    from projections.sink import DuckSink
+
+    s = _kafka_settings(bootstrap, namespace, partitions)
+    sink, proj = _projector(s, db, frames_version, snapshot_every_s)
+    assert isinstance(sink, DuckSink) and isinstance(proj, Projector)
+    stop = {"flag": False}
+
+    def on_signal(_sig: int, _frame: object) -> None:
+        stop["flag"] = True
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    try:
+        rep = proj.run(idle_exit_s=idle_exit_s, should_stop=lambda: stop["flag"])
+    finally:
+        proj.close()
+        sink.close()
+    out.print(f"projected {rep.records} records in {rep.batches} batches: {rep.frames_created} frames, "
+              f"{rep.duplicates} duplicates, {rep.dead_letters} dead letters into {db}")
+
+
+@app.command()
+def replay(
+    db: Annotated[Path, typer.Option("--db", help="the new DuckDB file (built aside, then swapped in atomically)")],
+    bootstrap: BootstrapOpt = None,
+    namespace: NamespaceOpt = None,
+    partitions: PartitionsOpt = None,
+    frames_version: Annotated[str, typer.Option("--frames-version")] = "",
+) -> None:
+    """Rebuild the projection from offset 0 into a new file, then swap it in atomically."""
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from projections.projector import Projector, ProjectorReport
+    from projections.sink import DuckSink
+
+    s = _kafka_settings(bootstrap, namespace, partitions)
+    tmp = db.with_name(db.name + ".replay-tmp")
+    tmp.unlink(missing_ok=True)
+    Path(f"{tmp}.wal").unlink(missing_ok=True)
+    sink, proj = _projector(s, tmp, frames_version, 0)
+    assert isinstance(sink, DuckSink) and isinstance(proj, Projector)
+    total = proj.lag()
+    with Progress(TextColumn("replaying"), BarColumn(), TextColumn("{task.completed}/{task.total} records"),
+                  TimeElapsedColumn(), console=err, transient=True) as prog:
+        task = prog.add_task("replay", total=total)
+
+        def tick(_rep: ProjectorReport, lag: int) -> None:
+            prog.update(task, completed=total - lag)
+
+        try:
+            rep = proj.run(until_caught_up=True, on_progress=tick)
+        finally:
+            proj.close()
+            sink.close()
+    tmp.replace(db)
+    out.print(f"replayed {rep.records} records into {db}: {rep.frames_created} frames, {rep.duplicates} duplicates, "
+              f"{rep.dead_letters} dead letters")

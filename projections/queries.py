@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import duckdb
 
@@ -76,3 +79,32 @@ def run_query(con: duckdb.DuckDBPyConnection, name: str) -> tuple[list[str], lis
     cur = con.execute(QUERIES[name].sql)
     cols = [d[0] for d in cur.description or []]
     return cols, cur.fetchall()
+
+
+def open_for_reading(db: Path) -> tuple[duckdb.DuckDBPyConnection, str]:
+    """Open ``db`` read-only, or its published snapshot while a projector holds it.
+
+    Returns:
+        (connection, a sentence that says how fresh the answer is).
+
+    Raises:
+        FileNotFoundError: when neither the file nor a snapshot exists, or the file is locked
+            and no snapshot was published yet.
+    """
+    from projections.sink import snapshot_path
+
+    snap = snapshot_path(db)
+    if db.exists():
+        try:
+            return duckdb.connect(str(db), read_only=True), f"answered from {db} (no writer holds it: up to date)"
+        except duckdb.IOException:
+            if not snap.exists():
+                raise FileNotFoundError(f"{db} is held by a writer and no snapshot {snap} was published yet") from None
+    if not snap.exists():
+        raise FileNotFoundError(f"no such DuckDB file: {db}")
+    con = duckdb.connect(str(snap), read_only=True)
+    row = con.execute("SELECT published_at_ms, positions FROM snapshot_info").fetchone()
+    published, positions = (int(row[0]), json.loads(row[1])) if row else (0, [])
+    age_s = max(0.0, time.time() - published / 1000)
+    covered = ", ".join(f"{t}[{p}]@{o}" for t, p, o in positions[:8])
+    return con, f"answered from the snapshot {snap} published {age_s:.1f} s ago (a projector holds {db}); positions: {covered}"

@@ -196,3 +196,40 @@ class DuckSink:
         except BaseException:
             con.execute("ROLLBACK")
             raise
+
+
+def snapshot_path(db: str | Path) -> Path:
+    """Where the projector publishes the read-only snapshot of ``db``: ``<db>.snapshot``."""
+    return Path(f"{db}.snapshot")
+
+
+def publish_snapshot(sink: DuckSink, published_at_ms: int) -> Path:
+    """Copy the projection into ``<db>.snapshot`` atomically, for readers while the writer runs.
+
+    DuckDB lets no second process open a file a writer holds, even read-only (DESIGN.md §4), so
+    the writer publishes a consistent copy (``COPY FROM DATABASE`` in one transaction), stamps it
+    with the time and the positions it covers (table ``snapshot_info``), and renames it over the
+    previous snapshot, so a reader never sees a half-written file.
+
+    Returns:
+        The snapshot path.
+
+    Raises:
+        duckdb.Error, OSError: when the copy or the rename fails (the previous snapshot stays).
+    """
+    target = snapshot_path(sink.path)
+    tmp = Path(f"{target}.tmp")
+    tmp.unlink(missing_ok=True)
+    con = sink.con
+    row = con.execute("SELECT current_database()").fetchone()
+    main = row[0] if row else "main"
+    con.execute(f"ATTACH '{tmp.as_posix()}' AS _snap")
+    try:
+        con.execute(f'COPY FROM DATABASE "{main}" TO _snap')
+        positions = con.execute("SELECT input, src_partition, next_offset FROM positions ORDER BY ALL").fetchall()
+        con.execute("CREATE TABLE _snap.snapshot_info (published_at_ms BIGINT, positions VARCHAR)")
+        con.execute("INSERT INTO _snap.snapshot_info VALUES (?, ?)", [published_at_ms, json.dumps(positions)])
+    finally:
+        con.execute("DETACH _snap")
+    tmp.replace(target)
+    return target

@@ -41,6 +41,9 @@ class RejectedInput(ValueError):
         self.detail = detail
 
 
+MAX_ORIGINAL_BYTES = 262_144  # originals above 256 KiB are truncated (Kafka's default max message is 1 MiB)
+
+
 class DeadLetter(BaseModel):
     """One rejected record, as written to the ``dead-letter`` topic or table.
 
@@ -78,10 +81,17 @@ class DeadLetter(BaseModel):
         time_ms: int,
         event_id: str = "",
     ) -> DeadLetter:
-        """Build a record from a :class:`RejectedInput` and the original bytes."""
+        """Build a record from a :class:`RejectedInput` and the original bytes.
+
+        Originals over :data:`MAX_ORIGINAL_BYTES` are truncated, and the detail says so.
+        """
+        detail = err.detail[:2000]
+        if len(original) > MAX_ORIGINAL_BYTES:
+            detail += f" (original {len(original)} bytes, truncated to {MAX_ORIGINAL_BYTES})"
+            original = original[:MAX_ORIGINAL_BYTES]
         return cls(
             reason=err.reason,
-            detail=err.detail[:2000],
+            detail=detail,
             original_b64=base64.b64encode(original).decode("ascii"),
             source=source,
             partition=partition,

@@ -24,7 +24,7 @@ Semantics:
 
 from __future__ import annotations
 
-from collections.abc import MutableMapping
+from collections.abc import Callable, MutableMapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -61,6 +61,8 @@ class DedupCore:
         state: key → list of ``[frame_id, anchor_ms, first_event_id, partition, offset]``
             (JSON-serialisable, for a faust table's changelog); a dict, or a faust table.
         sweep_every: run :meth:`evict` after this many captures (0 disables automatic sweeps).
+        owns: which keys this core may evict (a faust table may only change keys of the
+            partition being processed); all keys when ``None``.
 
     Raises:
         ValueError: for a negative window or lateness.
@@ -73,6 +75,7 @@ class DedupCore:
         allowed_lateness_ms: int = DEFAULT_ALLOWED_LATENESS_MS,
         state: MutableMapping[str, Any] | None = None,
         sweep_every: int = DEFAULT_SWEEP_EVERY,
+        owns: Callable[[str], bool] | None = None,
     ) -> None:
         if window_ms is not None and window_ms < 0:
             raise ValueError("window_ms must be >= 0 or None (unbounded)")
@@ -82,6 +85,7 @@ class DedupCore:
         self.allowed_lateness_ms = allowed_lateness_ms
         self.state: MutableMapping[str, Any] = {} if state is None else state
         self.sweep_every = sweep_every
+        self.owns = owns
         self.max_event_time_ms: int | None = None
         self._since_sweep = 0
 
@@ -144,6 +148,8 @@ class DedupCore:
         w = self.window_ms
         evicted = 0
         for k, frames in list(self.state.items()):
+            if self.owns is not None and not self.owns(k):
+                continue
             live = [f for f in frames if f[1] + w >= wm]
             if len(live) == len(frames):
                 continue

@@ -14,7 +14,7 @@ class Settings(BaseSettings):
     """hivestream settings.
 
     Attributes:
-        window_ms: dedup window W in ms; 0 or less means unbounded (env ``HIVESTREAM_WINDOW_MS``).
+        window_ms: dedup window W in ms; 0 means unbounded (env ``HIVESTREAM_WINDOW_MS``).
         allowed_lateness_ms: watermark lag behind the max event time, ms.
         key_strategy: ``body`` or ``body+event``.
         max_body_bytes: largest accepted body, UTF-8 bytes after stripping the prefix.
@@ -23,18 +23,20 @@ class Settings(BaseSettings):
             is read too).
         kafka_sasl_password: SASL password, kept as a secret (redacted in reprs and logs).
         topic_namespace: prefix of every topic name.
+        partitions: partition count of the topics hivestream creates.
     """
 
     model_config = SettingsConfigDict(env_prefix="HIVESTREAM_", extra="ignore")
 
-    window_ms: int = DEFAULT_WINDOW_MS
+    window_ms: int = Field(DEFAULT_WINDOW_MS, ge=0)
     allowed_lateness_ms: int = Field(DEFAULT_ALLOWED_LATENESS_MS, ge=0)
     key_strategy: KeyStrategy = KeyStrategy.BODY
     max_body_bytes: int = Field(DEFAULT_MAX_BODY_BYTES, gt=0)
     batch_size: int = Field(5000, gt=0)
     kafka_bootstrap_servers: str = Field("127.0.0.1:19092", validation_alias=AliasChoices("KAFKA_BOOTSTRAP_SERVERS", "HIVESTREAM_KAFKA_BOOTSTRAP_SERVERS"))
     kafka_sasl_password: SecretStr | None = None
-    topic_namespace: str = "hivestream"
+    topic_namespace: str = Field("hivestream", pattern=r"^[A-Za-z0-9._-]+$")
+    partitions: int = Field(4, ge=1, le=1024)
 
     @property
     def window(self) -> int | None:

@@ -142,3 +142,49 @@ def test_query_cli_errors(tmp_path: Path) -> None:
     assert res.exit_code == 2
     res = CliRunner().invoke(app, ["query", "--list"])
     assert res.exit_code == 0 and "dedup-summary" in res.output
+
+
+def test_odd_shapes_never_crash_a_run(tmp_path: Path) -> None:
+    f = tmp_path / "odd.jsonl"
+    f.write_bytes(b'{"type": ["x"]}\n' + b"[" * 100_000 + b"\n"
+                  + b'{"type": "message", "action": ["sent"], "timestamp": 1, "context": {"content": "x"}}\n'
+                  + b'{"content": "a good one", "timestamp": 1}\n')
+    report = run_files([f], tmp_path / "o.duckdb")
+    assert report.frames_created == 1
+    assert sum(report.dead_letters.values()) == 3
+    con = duckdb.connect(str(tmp_path / "o.duckdb"), read_only=True)
+    assert con.execute("SELECT count(*) FROM dead_letters").fetchone() == (3,)
+
+
+def test_odd_shapes_in_a_transcript_are_dead_lettered(tmp_path: Path) -> None:
+    good = next(p for p in SAMPLE_FILES if "claude" in p.name).read_bytes().splitlines()
+    bad = b'{"type": "assistant", "sessionId": "s", "uuid": "u9", "timestamp": "2026-11-02T10:00:05Z", ' \
+          b'"message": {"id": "m9", "role": "assistant", "content": [{"type": "text", "text": 5}]}}'
+    f = tmp_path / "t.jsonl"
+    f.write_bytes(b"\n".join([*good[:5], bad, *good[5:]]) + b"\n")
+    report = run_files([f], tmp_path / "t.duckdb")
+    assert report.dead_letters == Counter({"wrong_shape": 1})
+    assert report.frames_created == 4
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "needle"),
+    [
+        (["run", "{sample}", "--batch-size", "0", "--db", "{db}"], {}, "invalid setting batch_size"),
+        (["run", "{sample}", "--window-ms", "-5", "--db", "{db}"], {}, "invalid setting window_ms"),
+        (["run", "{sample}", "--db", "{db}"], {"HIVESTREAM_WINDOW_MS": "abc"}, "invalid setting window_ms"),
+        (["run", "{empty}", "--db", "{db}"], {}, "no .jsonl files"),
+        (["query", "totals", "--db", "{sample}"], {}, "error"),
+    ],
+)
+def test_user_mistakes_give_one_clear_line(tmp_path: Path, args: list[str], env: dict[str, str], needle: str) -> None:
+    import subprocess
+    import sys
+
+    (tmp_path / "empty").mkdir()
+    fill = {"sample": str(SAMPLE_FILES[0]), "db": str(tmp_path / "x.duckdb"), "empty": str(tmp_path / "empty")}
+    res = subprocess.run([sys.executable, "-m", "hivestream", *(a.format(**fill) for a in args)],
+                         capture_output=True, text=True, env={**__import__("os").environ, **env}, timeout=120)
+    assert res.returncode == 2, res.stderr
+    assert needle in res.stderr
+    assert "Traceback" not in res.stderr

@@ -1,0 +1,182 @@
+"""``hivestream project``: the frames (and dead-letter) topics → the DuckDB projection.
+
+The projector assigns itself every partition of its topics and seeks to the positions stored in
+DuckDB (never Kafka's committed offsets): each batch (up to thousands of records) is one
+transaction holding the rows and the next offsets, so a kill -9 at any moment loses nothing and
+doubles nothing, and a re-delivered event (same event id) changes nothing. One projector per
+DuckDB file; it publishes a snapshot for readers every few seconds.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from projections.sink import DuckSink, publish_snapshot
+from streams.codec import frame_event_from_json
+from streams.deadletter import DeadLetter, Reason, RejectedInput
+from streams.dedup import FrameEvent
+
+
+def wall_ms() -> int:
+    """Wall clock, epoch ms (dead-letter stamps and snapshot times only)."""
+    return time.time_ns() // 1_000_000
+
+
+@dataclass
+class ProjectorReport:
+    """Counts of one projector run."""
+
+    records: int = 0
+    batches: int = 0
+    frames_created: int = 0
+    duplicates: int = 0
+    dead_letters: int = 0
+
+
+class Projector:
+    """Consumes ``frames_topic`` and ``dead_letter_topic`` into ``sink``.
+
+    Args:
+        sink: the DuckDB writer.
+        bootstrap: Kafka ``bootstrap.servers``.
+        frames_topic, dead_letter_topic: topics to project.
+        batch_max: records per poll and per transaction (kafka-python ``max_poll_records``).
+        snapshot_every_s: seconds between snapshot publications (0: never).
+        clock: epoch-ms clock.
+    """
+
+    def __init__(
+        self,
+        sink: DuckSink,
+        bootstrap: str,
+        frames_topic: str,
+        dead_letter_topic: str,
+        *,
+        batch_max: int = 5000,
+        snapshot_every_s: float = 2.0,
+        clock: Callable[[], int] = wall_ms,
+    ) -> None:
+        from kafka import KafkaConsumer, TopicPartition
+
+        self.sink = sink
+        self.frames_topic = frames_topic
+        self.dead_letter_topic = dead_letter_topic
+        self.batch_max = batch_max
+        self.snapshot_every_s = snapshot_every_s
+        self.clock = clock
+        self.report = ProjectorReport()
+        self.consumer = KafkaConsumer(
+            bootstrap_servers=bootstrap,
+            client_id="hivestream-projector",
+            group_id=None,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+            max_poll_records=batch_max,
+            fetch_max_bytes=64 * 1024 * 1024,
+            max_partition_fetch_bytes=8 * 1024 * 1024,
+        )
+        self.tps: list[Any] = []
+        for topic in (frames_topic, dead_letter_topic):
+            parts = self._partitions(topic)
+            self.tps.extend(TopicPartition(topic, p) for p in sorted(parts))
+        self.consumer.assign(self.tps)
+        for tp in self.tps:
+            pos = sink.position(tp.topic, tp.partition)
+            if pos:
+                self.consumer.seek(tp, pos)
+            else:
+                self.consumer.seek_to_beginning(tp)
+
+    def _partitions(self, topic: str, timeout_s: float = 30.0) -> set[int]:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            parts = self.consumer.partitions_for_topic(topic)
+            if parts:
+                return set(parts)
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"topic {topic!r} does not exist (run `hivestream topics` or start a worker first)")
+            time.sleep(0.2)
+
+    def lag(self) -> int:
+        """Records between the stored positions and the end of every partition."""
+        ends = self.consumer.end_offsets(self.tps)
+        return sum(max(0, ends[tp] - self.sink.position(tp.topic, tp.partition)) for tp in self.tps)
+
+    def poll_once(self, timeout_ms: int = 500) -> int:
+        """Poll one batch and apply it in one transaction; returns the records consumed."""
+        polled = self.consumer.poll(timeout_ms=timeout_ms, max_records=self.batch_max)
+        if not polled:
+            return 0
+        events: list[FrameEvent] = []
+        dls: list[DeadLetter] = []
+        positions: dict[tuple[str, int], int] = {}
+        n = 0
+        for tp, records in polled.items():
+            for r in records:
+                n += 1
+                if tp.topic == self.dead_letter_topic:
+                    try:
+                        dls.append(DeadLetter.model_validate_json(r.value))
+                    except ValueError as e:
+                        err = RejectedInput(Reason.WRONG_SHAPE, f"dead-letter record: {e}")
+                        dls.append(DeadLetter.of(err, r.value or b"", tp.topic, tp.partition, r.offset, self.clock()))
+                else:
+                    try:
+                        events.append(frame_event_from_json(r.value))
+                    except RejectedInput as e:
+                        dls.append(DeadLetter.of(e, r.value or b"", tp.topic, tp.partition, r.offset, self.clock()))
+            positions[(tp.topic, tp.partition)] = records[-1].offset + 1
+        frames, dups = self.sink.apply_batch(events, dls, positions)
+        rep = self.report
+        rep.records += n
+        rep.batches += 1
+        rep.frames_created += frames
+        rep.duplicates += dups
+        rep.dead_letters += len(dls)
+        return n
+
+    def run(
+        self,
+        *,
+        until_caught_up: bool = False,
+        idle_exit_s: float | None = None,
+        should_stop: Callable[[], bool] = lambda: False,
+        on_progress: Callable[[ProjectorReport, int], None] | None = None,
+    ) -> ProjectorReport:
+        """Project until stopped.
+
+        Args:
+            until_caught_up: stop once every partition reaches the end offset it had at start.
+            idle_exit_s: stop after this many seconds without a record.
+            should_stop: polled between batches (signal handlers set it).
+            on_progress: called after each batch with the report and the remaining lag.
+        """
+        targets = self.consumer.end_offsets(self.tps) if until_caught_up else None
+        last_record = time.monotonic()
+        last_snapshot = 0.0
+        dirty = True
+        while not should_stop():
+            n = self.poll_once()
+            now = time.monotonic()
+            if n:
+                last_record = now
+                dirty = True
+            if self.snapshot_every_s and dirty and now - last_snapshot >= self.snapshot_every_s:
+                publish_snapshot(self.sink, self.clock())
+                last_snapshot, dirty = now, False
+            if on_progress and n:
+                on_progress(self.report, self.lag() if targets is not None else -1)
+            if targets is not None and all(self.sink.position(tp.topic, tp.partition) >= targets[tp] for tp in self.tps):
+                break
+            if idle_exit_s is not None and now - last_record >= idle_exit_s:
+                break
+        if self.snapshot_every_s and dirty:
+            publish_snapshot(self.sink, self.clock())
+        return self.report
+
+    def close(self) -> None:
+        """Close the consumer (the sink is the caller's)."""
+        self.consumer.close()

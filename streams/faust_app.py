@@ -1,0 +1,161 @@
+"""The faust app: the validate agent and the dedup agent with its changelog-backed table.
+
+``hook-events`` → **validate** (decode, adapt, hash; bad input → ``dead-letter``) → ``captures``
+(repartitioned by dedup key, the ``group_by`` step) → **dedup** (the pure
+:class:`~streams.dedup.DedupCore` on a faust table whose changelog topic makes it survive a
+restart) → ``frames``.
+
+Processing is at-least-once (faust's ``exactly_once`` has open bugs): a record processed again
+after a crash re-emits the same frame event, which the projector ignores by event id. No faust
+windowed table is used: those expire by wall clock and would break replay of old events; the
+table is plain and keys are evicted by event-time watermark.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+import faust
+
+from streams.capture import Capture
+from streams.codec import capture_from_json, capture_to_json, frame_event_to_json
+from streams.deadletter import DeadLetter, RejectedInput
+from streams.dedup import DedupCore
+from streams.settings import Settings
+from streams.steps import Position, route_hook_record
+from streams.topics import Topics, partition_for
+
+
+def now_ms() -> int:
+    """Wall clock in epoch ms, used only to stamp dead letters."""
+    return time.time_ns() // 1_000_000
+
+
+@dataclass
+class HivestreamApp:
+    """The faust app and its parts (exposed for tests and benchmarks)."""
+
+    app: faust.App
+    topics: Topics
+    partitions: int
+    validate: Any
+    dedup: Any
+    table: Any
+    channels: dict[str, Any]
+
+
+def create_app(
+    settings: Settings,
+    *,
+    store: str = "rocksdb://",
+    partitions: int | None = None,
+    frames_version: str = "",
+    data_dir: str | None = None,
+) -> HivestreamApp:
+    """Build the faust app for ``settings``.
+
+    Args:
+        settings: bootstrap servers, namespace, key strategy, window, lateness, body limit.
+        store: ``rocksdb://`` (production: rocksdict, local state plus changelog) or
+            ``memory://`` (unit tests; state is rebuilt from the changelog on start).
+        partitions: partitions of ``captures``/``frames`` and of the table (default:
+            ``settings.partitions``).
+        frames_version: suffix of a versioned frames topic (``reprocess``); it also gives the
+            app its own consumer group and table, so it starts from offset 0.
+        data_dir: faust's data directory (rocksdb files).
+
+    Returns:
+        The app with its agents; run it with :func:`run_worker`.
+    """
+    n = partitions or settings.partitions
+    topics = Topics(settings.topic_namespace, frames_version)
+    app_id = f"{settings.topic_namespace}-dedup" + (f"-{frames_version}" if frames_version else "")
+    kwargs: dict[str, Any] = {}
+    if data_dir:
+        kwargs["datadir"] = data_dir
+    app = faust.App(
+        app_id,
+        broker=f"kafka://{settings.kafka_bootstrap_servers}",
+        store=store,
+        processing_guarantee="at_least_once",
+        topic_partitions=n,
+        topic_replication_factor=1,
+        web_enabled=False,
+        key_serializer="raw",
+        value_serializer="raw",
+        consumer_auto_offset_reset="earliest",
+        producer_acks=-1,
+        broker_commit_every=1000,
+        broker_commit_interval=1.0,
+        stream_wait_empty=True,
+        **kwargs,
+    )
+    hook_events = app.topic(topics.hook_events, internal=False)
+    captures = app.topic(topics.captures, partitions=n, internal=False)
+    frames = app.topic(topics.frames, partitions=n, internal=False)
+    dead = app.topic(topics.dead_letter, internal=False)
+    table = app.Table(
+        "dedup-state",
+        default=None,
+        partitions=n,
+        schema=faust.Schema(key_type=str, key_serializer="raw", value_serializer="json"),
+    )
+    window = settings.window
+    lateness = settings.allowed_lateness_ms
+
+    async def send_dead(dl: DeadLetter) -> None:
+        await dead.send(key=f"{dl.source}:{dl.partition}:{dl.offset}".encode(), value=dl.model_dump_json().encode())
+
+    @app.agent(hook_events)
+    async def validate(stream: faust.StreamT[bytes]) -> AsyncIterator[None]:
+        """hook-events → captures (by dedup key) or dead-letter."""
+        async for event in stream.events():
+            m = event.message
+            pos = Position(m.topic, m.partition, m.offset, int(m.timestamp * 1000))
+            out = route_hook_record(event.value, pos, settings, now_ms())
+            if isinstance(out, Capture):
+                key = out.key.encode()
+                await captures.send(key=key, value=capture_to_json(out), partition=partition_for(key, n))
+            elif isinstance(out, DeadLetter):
+                await send_dead(out)
+            yield None
+
+    cores: dict[int, DedupCore] = {}
+
+    def core_for(partition: int) -> DedupCore:
+        if partition not in cores:
+            cores[partition] = DedupCore(
+                window,
+                allowed_lateness_ms=lateness,
+                state=table,
+                owns=lambda k: partition_for(k.encode(), n) == partition,
+            )
+        return cores[partition]
+
+    @app.agent(captures)
+    async def dedup(stream: faust.StreamT[bytes]) -> AsyncIterator[None]:
+        """captures → frames, with the dedup state in the changelog-backed table."""
+        async for event in stream.events():
+            m = event.message
+            try:
+                cap = capture_from_json(event.value)
+            except RejectedInput as e:
+                await send_dead(DeadLetter.of(e, event.value or b"", m.topic, m.partition, m.offset, now_ms()))
+                yield None
+                continue
+            fe = core_for(m.partition).process(cap)
+            await frames.send(key=cap.key.encode(), value=frame_event_to_json(fe), partition=m.partition)
+            yield None
+
+    channels = {"hook_events": hook_events, "captures": captures, "frames": frames, "dead_letter": dead}
+    return HivestreamApp(app, topics, n, validate, dedup, table, channels)
+
+
+def run_worker(h: HivestreamApp, loglevel: str = "warning") -> None:
+    """Run a faust worker for ``h`` until it is stopped (SIGTERM/SIGINT); blocks."""
+    from faust.worker import Worker
+
+    Worker(h.app, loglevel=loglevel, quiet=True).execute_from_commandline()

@@ -1,0 +1,49 @@
+"""The per-record processing steps of the Kafka path, as pure functions.
+
+The faust agents only move bytes between topics; what happens to a record is decided here, so
+it is unit-tested without a broker and shared with the embedded runner's semantics.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from streams.capture import Capture, to_capture
+from streams.deadletter import DeadLetter, RejectedInput
+from streams.decode import decode_hook_record
+from streams.settings import Settings
+
+
+@dataclass(frozen=True, slots=True)
+class Position:
+    """Where a record was read: topic, partition, offset, and its Kafka timestamp (epoch ms)."""
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp_ms: int
+
+
+def route_hook_record(raw: bytes | None, pos: Position, settings: Settings, now_ms: int) -> Capture | DeadLetter | None:
+    """Decide what one ``hook-events`` record becomes.
+
+    Args:
+        raw: the record value.
+        pos: its position; the Kafka timestamp is the event time of a native payload that has
+            none (the producer stamps it when the hook fires).
+        settings: key strategy and body limit.
+        now_ms: the clock reading that stamps a dead letter.
+
+    Returns:
+        A :class:`Capture` (to repartition by its key), a :class:`DeadLetter` (bad input, with
+        its reason), or ``None`` (a valid event without turn text, e.g. a tool event).
+    """
+    data = raw if raw is not None else b""
+    event_id = ""
+    try:
+        ev = decode_hook_record(data, received_at_ms=pos.timestamp_ms)
+        event_id = ev.event_id
+        return to_capture(ev, strategy=settings.key_strategy, max_body_bytes=settings.max_body_bytes,
+                          partition=pos.partition, offset=pos.offset)
+    except RejectedInput as e:
+        return DeadLetter.of(e, data, pos.topic, pos.partition, pos.offset, now_ms, event_id=event_id)

@@ -1,0 +1,117 @@
+"""Kafka topics of hivestream: names under a namespace, specs, idempotent creation.
+
+Topics (``<ns>`` is :attr:`streams.settings.Settings.topic_namespace`):
+
+* ``<ns>.hook-events``: the source of truth, keyed by session so a session stays ordered;
+  retention unlimited (``retention.ms=-1``) so the log can always be replayed.
+* ``<ns>.captures``: valid captures repartitioned by dedup key (the ``group_by`` step); the
+  dedup agent's input and the partitioning of its state table.
+* ``<ns>.frames`` (or a versioned ``<ns>.frames.<version>`` written by ``reprocess``): frame
+  created / touched events keyed by dedup key; retention unlimited, it feeds the projector.
+* ``<ns>.dead-letter``: rejected records with the original bytes, source topic, partition,
+  offset, reason and time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from kafka.partitioner.default import murmur2
+
+UNLIMITED = {"retention.ms": "-1", "retention.bytes": "-1"}
+
+
+@dataclass(frozen=True)
+class TopicSpec:
+    """One topic to create.
+
+    Attributes:
+        name: full topic name.
+        partitions: partition count.
+        config: topic configs (Kafka ``TopicConfig`` names, string values).
+    """
+
+    name: str
+    partitions: int
+    config: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Topics:
+    """The topic names of one namespace."""
+
+    namespace: str
+    frames_version: str = ""
+
+    @property
+    def hook_events(self) -> str:
+        """The source-of-truth topic of hook events (key: session scope)."""
+        return f"{self.namespace}.hook-events"
+
+    @property
+    def captures(self) -> str:
+        """Captures repartitioned by dedup key (key: dedup key)."""
+        suffix = f".{self.frames_version}" if self.frames_version else ""
+        return f"{self.namespace}.captures{suffix}"
+
+    @property
+    def frames(self) -> str:
+        """Frame created/touched events (key: dedup key); versioned by ``reprocess``."""
+        suffix = f".{self.frames_version}" if self.frames_version else ""
+        return f"{self.namespace}.frames{suffix}"
+
+    @property
+    def dead_letter(self) -> str:
+        """Rejected records with their reasons."""
+        return f"{self.namespace}.dead-letter"
+
+    def specs(self, partitions: int) -> list[TopicSpec]:
+        """Specs of every topic, ``partitions`` each (dead-letter: 1, it is low volume)."""
+        return [
+            TopicSpec(self.hook_events, partitions, dict(UNLIMITED)),
+            TopicSpec(self.captures, partitions, {"retention.ms": str(7 * 86_400_000)}),
+            TopicSpec(self.frames, partitions, dict(UNLIMITED)),
+            TopicSpec(self.dead_letter, 1, dict(UNLIMITED)),
+        ]
+
+
+def partition_for(key: bytes, partitions: int) -> int:
+    """The partition Kafka's default partitioner picks for ``key``: murmur2, positive, mod n.
+
+    Source: Java ``BuiltInPartitioner.partitionForKey`` / kafka-python
+    ``DefaultPartitioner`` (``(murmur2(key) & 0x7fffffff) % partitions``).
+
+    Raises:
+        ValueError: when ``partitions`` < 1.
+    """
+    if partitions < 1:
+        raise ValueError("partitions must be >= 1")
+    return int(murmur2(key) & 0x7FFFFFFF) % partitions
+
+
+def ensure_topics(bootstrap: str, specs: list[TopicSpec], *, timeout_ms: int = 30_000) -> list[str]:
+    """Create the topics that do not exist yet (idempotent), with kafka-python's admin client.
+
+    Returns:
+        The names created now (existing topics are left as they are).
+
+    Raises:
+        kafka.errors.KafkaError: when the broker cannot be reached or refuses a topic.
+    """
+    from kafka.admin import KafkaAdminClient, NewTopic
+    from kafka.errors import TopicAlreadyExistsError
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="hivestream-admin", request_timeout_ms=timeout_ms)
+    try:
+        existing = set(admin.list_topics())
+        new = [NewTopic(s.name, s.partitions, 1, topic_configs=s.config) for s in specs if s.name not in existing]
+        created: list[str] = []
+        for t in new:
+            try:
+                admin.create_topics([t], timeout_ms=timeout_ms)
+                created.append(t.name)
+            except TopicAlreadyExistsError:
+                pass
+        return created
+    finally:
+        admin.close()

@@ -1,0 +1,205 @@
+"""Helpers for the tests on the real broker: topics, workers as processes, waiting, tables."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+import duckdb
+from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
+
+from projections.projector import Projector
+from projections.sink import DuckSink
+from streams.deadletter import RejectedInput
+from streams.events import HookEvent
+from streams.importers.files import import_file
+from streams.topics import Topics, TopicSpec, ensure_topics
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+BAD_LINES = [
+    b"{not json",
+    b"[1, 2, 3]",
+    b'{"hook_event_name": "Stop", "ts": "2026-01-01T00:00:00Z"}',
+    b'{"content": "[hm src:openclaw event:stop]   ", "timestamp": 1}',
+    b'{"content": "x", "timestamp": "the day after tomorrow"}',
+    b'{"content": "\xff\xfe broken", "timestamp": 1}',
+    b'{"schema_version": 7, "event_id": "e"}',
+    b'{"type": "message", "action": "sent", "timestamp": 1, "context": {"content": "no session"}}',
+    b'{"foo": "bar"}',
+]
+
+
+def unique_namespace(prefix: str) -> str:
+    """A namespace no other test uses."""
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def corpus_events(corpus: Path, rounds: int = 1, shift_ms: int = 0) -> list[HookEvent]:
+    """Every hook event of the corpus with the gateway capture, ``rounds`` times (fresh ids, one
+    day apart each round), all shifted by ``shift_ms``."""
+    base: list[HookEvent] = []
+    for p in sorted(corpus.rglob("*.jsonl")):
+        _, items = import_file(p, gateway=True)
+        base.extend(ev for _o, _r, ev in items if not isinstance(ev, RejectedInput))
+    day = 86_400_000
+    return [
+        ev if r == 0 and shift_ms == 0 else ev.model_copy(update={"event_id": f"{ev.event_id}-{r}", "event_time_ms": ev.event_time_ms + r * day + shift_ms})
+        for r in range(rounds)
+        for ev in base
+    ]
+
+
+def mixed_lines(events: list[HookEvent], bad: Iterable[bytes] = BAD_LINES, seed: int = 7) -> list[tuple[bytes, bytes]]:
+    """(key, value) records: the events as JSON keyed by session, with ``bad`` lines mixed in."""
+    recs = [(ev.session.encode(), ev.to_json()) for ev in events]
+    rnd = random.Random(seed)
+    for b in bad:
+        recs.insert(rnd.randrange(len(recs) + 1), (b"bad", b))
+    return recs
+
+
+def write_jsonl(path: Path, recs: list[tuple[bytes, bytes]]) -> Path:
+    """The record values as a JSONL file (the embedded runner's input)."""
+    path.write_bytes(b"".join(v + b"\n" for _k, v in recs))
+    return path
+
+
+def create_topics(bootstrap: str, topics: Topics, partitions: int = 4, hook_partitions: int = 1) -> None:
+    """Create the namespace's topics; ``hook-events`` with ``hook_partitions`` partitions."""
+    specs = [TopicSpec(s.name, hook_partitions if s.name == topics.hook_events else s.partitions, s.config)
+             for s in topics.specs(partitions)]
+    ensure_topics(bootstrap, specs)
+
+
+def produce(bootstrap: str, topic: str, recs: list[tuple[bytes, bytes]]) -> None:
+    """Send the records in order and wait for every acknowledgement."""
+    p = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=10, acks="all", max_request_size=2_097_152)
+    futs = [p.send(topic, key=k, value=v) for k, v in recs]
+    p.flush()
+    for f in futs:
+        f.get(timeout=30)
+    p.close()
+
+
+def start_worker(bootstrap: str, namespace: str, data_dir: Path, *extra: str, log: Path | None = None) -> subprocess.Popen[bytes]:
+    """``hivestream worker`` as a separate process (rocksdb store in ``data_dir``)."""
+    env = {**os.environ, "KAFKA_BOOTSTRAP_SERVERS": bootstrap}
+    out = open(log, "ab") if log else subprocess.DEVNULL  # noqa: SIM115
+    return subprocess.Popen(
+        [sys.executable, "-m", "hivestream", "worker", "--namespace", namespace, "--data-dir", str(data_dir),
+         "--loglevel", "info", *extra],
+        cwd=REPO_ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
+    )
+
+
+def kill9(p: subprocess.Popen[bytes]) -> None:
+    """SIGKILL and reap."""
+    p.send_signal(signal.SIGKILL)
+    p.wait(timeout=30)
+
+
+def stop(p: subprocess.Popen[bytes]) -> None:
+    """SIGTERM, then SIGKILL after 30 s."""
+    if p.poll() is None:
+        p.terminate()
+        try:
+            p.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            kill9(p)
+
+
+def end_offset_sum(bootstrap: str, topic: str) -> int:
+    """Sum of the end offsets of every partition of ``topic`` (records ever written)."""
+    c = KafkaConsumer(bootstrap_servers=bootstrap)
+    try:
+        parts = c.partitions_for_topic(topic) or set()
+        ends = c.end_offsets([TopicPartition(topic, p) for p in parts])
+        return sum(ends.values())
+    finally:
+        c.close()
+
+
+def group_lag(bootstrap: str, group: str, topics: list[str]) -> int:
+    """Records of ``topics`` not yet committed by consumer ``group`` (all, when none committed)."""
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    c = KafkaConsumer(bootstrap_servers=bootstrap)
+    try:
+        committed = admin.list_group_offsets(group).get(group, {})
+        tps = [TopicPartition(t, p) for t in topics for p in (c.partitions_for_topic(t) or set())]
+        ends = c.end_offsets(tps)
+        return sum(ends[tp] - (committed[tp].offset if tp in committed and committed[tp].offset >= 0 else 0) for tp in tps)
+    finally:
+        c.close()
+        admin.close()
+
+
+def wait_until(pred: Callable[[], bool], timeout_s: float, what: str, every_s: float = 0.5) -> None:
+    """Poll ``pred`` until it holds.
+
+    Raises:
+        TimeoutError: after ``timeout_s`` seconds, naming ``what``.
+    """
+    deadline = time.monotonic() + timeout_s
+    while not pred():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out after {timeout_s:.0f} s waiting for {what}")
+        time.sleep(every_s)
+
+
+def wait_worker_done(bootstrap: str, topics: Topics, timeout_s: float = 240) -> None:
+    """Wait until the dedup app has committed everything of hook-events and captures."""
+    group = f"{topics.namespace}-dedup" + (f"-{topics.frames_version}" if topics.frames_version else "")
+
+    def done() -> bool:
+        return group_lag(bootstrap, group, [topics.hook_events, topics.captures]) == 0 and end_offset_sum(bootstrap, topics.captures) > 0
+
+    wait_until(done, timeout_s, f"consumer group {group} to catch up")
+
+
+def project_all(bootstrap: str, topics: Topics, db: Path) -> None:
+    """Project the frames and dead-letter topics into ``db`` until caught up."""
+    sink = DuckSink(db)
+    proj = Projector(sink, bootstrap, topics.frames, topics.dead_letter, snapshot_every_s=0)
+    try:
+        proj.run(until_caught_up=True)
+    finally:
+        proj.close()
+        sink.close()
+
+
+def frame_tables(db: Path) -> dict[str, Any]:
+    """The frames and captures of ``db`` as comparable rows (Kafka positions left out)."""
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        return {
+            "frames": con.execute("SELECT frame_id, dedup_key, body_hash, content, source, session, event_type, created_at_ms, "
+                                  "first_seen_ms, last_accessed_ms, access_count, sources FROM frames ORDER BY frame_id").fetchall(),
+            "captures": con.execute("SELECT event_id, frame_id, source, session, event_type, event_time_ms, is_duplicate "
+                                    "FROM frame_captures ORDER BY event_id").fetchall(),
+        }
+    finally:
+        con.close()
+
+
+def dead_letter_reasons(db: Path) -> list[str]:
+    """The reasons of every dead letter in ``db``, sorted."""
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        return [r[0] for r in con.execute("SELECT reason FROM dead_letters ORDER BY reason").fetchall()]
+    finally:
+        con.close()
+
+
+def dumps(rows: object) -> str:
+    """Stable text of query results (byte-for-byte comparison)."""
+    return json.dumps(rows, default=str, sort_keys=True)

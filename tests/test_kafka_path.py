@@ -1,0 +1,199 @@
+"""The Kafka path on the real broker: produce → faust worker → projector, against the embedded runner.
+
+Every scenario uses its own topic namespace. ``hook-events`` gets one partition here so that the
+order of captures per dedup key, and so the first writer of every frame, is the same as in the
+embedded runner; ``captures`` and ``frames`` have four, shared by the workers.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pytest
+
+from hivestream.runner import run_files
+from projections.queries import QUERIES
+from streams.topics import Topics
+from tests.corpus import CORPUS
+from tests.kafka_harness import (
+    REPO_ROOT,
+    corpus_events,
+    create_topics,
+    dead_letter_reasons,
+    dumps,
+    end_offset_sum,
+    frame_tables,
+    kill9,
+    mixed_lines,
+    produce,
+    project_all,
+    start_worker,
+    stop,
+    unique_namespace,
+    wait_until,
+    wait_worker_done,
+    write_jsonl,
+)
+
+pytestmark = [pytest.mark.kafka, pytest.mark.skipif(not CORPUS.exists(), reason="shared/corpus is not beside the repository")]
+
+ROUNDS = 3  # the corpus three times over (fresh ids, a day apart): about 7,700 events
+
+
+@pytest.fixture(scope="module")
+def workload(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The input records and the embedded runner's result on them."""
+    d = tmp_path_factory.mktemp("workload")
+    recs = mixed_lines(corpus_events(CORPUS, rounds=ROUNDS))
+    jsonl = write_jsonl(d / "input.jsonl", recs)
+    ref = d / "embedded.duckdb"
+    report = run_files([jsonl], ref)
+    return {"recs": recs, "ref": ref, "captures": report.captures, "dir": d}
+
+
+def run_namespace(bootstrap: str, workload: dict[str, Any], name: str) -> Topics:
+    topics = Topics(unique_namespace(name))
+    create_topics(bootstrap, topics)
+    produce(bootstrap, topics.hook_events, workload["recs"])
+    return topics
+
+
+@pytest.fixture(scope="module")
+def live(kafka_bootstrap: str, workload: dict[str, Any]) -> dict[str, Any]:
+    """One uninterrupted worker run and its projection."""
+    topics = run_namespace(kafka_bootstrap, workload, "live")
+    d: Path = workload["dir"]
+    w = start_worker(kafka_bootstrap, topics.namespace, d / "w-live", log=d / "w-live.log")
+    try:
+        wait_worker_done(kafka_bootstrap, topics)
+    finally:
+        stop(w)
+    db = d / "live.duckdb"
+    project_all(kafka_bootstrap, topics, db)
+    return {"topics": topics, "db": db}
+
+
+def test_end_to_end_equals_the_embedded_runner(live: dict[str, Any], workload: dict[str, Any]) -> None:
+    got, want = frame_tables(live["db"]), frame_tables(workload["ref"])
+    assert len(want["frames"]) > 300
+    assert got["frames"] == want["frames"]
+    assert got["captures"] == want["captures"]
+
+
+def test_bad_input_lands_on_dead_letter_with_a_reason(live: dict[str, Any], workload: dict[str, Any]) -> None:
+    got = dead_letter_reasons(live["db"])
+    assert got == dead_letter_reasons(workload["ref"])
+    assert Counter(got) == Counter({"malformed_json": 1, "wrong_shape": 1, "missing_field": 2, "empty_body": 1,
+                                    "bad_timestamp": 1, "not_utf8": 1, "unknown_schema_version": 1, "unknown_payload": 1})
+    con = duckdb.connect(str(live["db"]), read_only=True)
+    inputs = {r[0] for r in con.execute("SELECT DISTINCT input FROM dead_letters").fetchall()}
+    con.close()
+    assert inputs <= {live["topics"].hook_events, live["topics"].captures}
+
+
+def test_kill9_of_the_worker_mid_stream(kafka_bootstrap: str, workload: dict[str, Any], live: dict[str, Any]) -> None:
+    topics = run_namespace(kafka_bootstrap, workload, "kill")
+    d: Path = workload["dir"]
+    rnd = random.Random(int(os.environ.get("HIVESTREAM_TEST_SEED", "11")))
+    total = workload["captures"]
+    for fraction in sorted(rnd.uniform(0.15, 0.85) for _ in range(2)):
+        w = start_worker(kafka_bootstrap, topics.namespace, d / "w-kill", log=d / "w-kill.log")
+        target = int(total * fraction)
+        try:
+            wait_until(lambda t=target: end_offset_sum(kafka_bootstrap, topics.frames) >= t, 180, f"{target} frame events")
+        finally:
+            kill9(w)
+    w = start_worker(kafka_bootstrap, topics.namespace, d / "w-kill", log=d / "w-kill.log")
+    try:
+        wait_worker_done(kafka_bootstrap, topics)
+    finally:
+        stop(w)
+    db = d / "kill.duckdb"
+    project_all(kafka_bootstrap, topics, db)
+    assert frame_tables(db) == frame_tables(live["db"])
+
+
+def test_a_second_worker_takes_over_when_one_dies(kafka_bootstrap: str, workload: dict[str, Any], live: dict[str, Any]) -> None:
+    topics = run_namespace(kafka_bootstrap, workload, "pair")
+    d: Path = workload["dir"]
+    a = start_worker(kafka_bootstrap, topics.namespace, d / "w-a", log=d / "w-pair.log")
+    b = start_worker(kafka_bootstrap, topics.namespace, d / "w-b", log=d / "w-pair.log")
+    try:
+        wait_until(lambda: end_offset_sum(kafka_bootstrap, topics.frames) >= workload["captures"] // 3, 180, "a third of the frames")
+        kill9(a)
+        wait_worker_done(kafka_bootstrap, topics)
+    finally:
+        stop(a)
+        stop(b)
+    db = d / "pair.duckdb"
+    project_all(kafka_bootstrap, topics, db)
+    assert frame_tables(db) == frame_tables(live["db"])
+
+
+def _project_cmd(bootstrap: str, topics: Topics, db: Path, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "hivestream", "project", "--db", str(db), "--namespace", topics.namespace,
+            "--bootstrap", bootstrap, *extra]
+
+
+def test_kill9_of_the_projector_and_queries_while_it_runs(kafka_bootstrap: str, live: dict[str, Any], tmp_path: Path) -> None:
+    topics: Topics = live["topics"]
+    db = tmp_path / "proj.duckdb"
+    env = {**os.environ, "HIVESTREAM_BATCH_SIZE": "300"}
+    rnd = random.Random(5)
+    for _ in range(3):
+        p = subprocess.Popen(_project_cmd(kafka_bootstrap, topics, db, "--snapshot-every", "0.2"), cwd=REPO_ROOT, env=env)
+        time.sleep(rnd.uniform(2.5, 5.0))
+        if db.with_name(db.name + ".snapshot").exists():
+            q = subprocess.run([sys.executable, "-m", "hivestream", "query", "totals", "--db", str(db), "--format", "json"],
+                               cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
+            assert q.returncode == 0, q.stderr
+            if p.poll() is None:
+                assert "snapshot" in q.stderr and "published" in q.stderr
+        kill9(p) if p.poll() is None else None
+    subprocess.run(_project_cmd(kafka_bootstrap, topics, db, "--idle-exit", "3"), cwd=REPO_ROOT, env=env, check=True, timeout=300)
+    assert frame_tables(db) == frame_tables(live["db"])
+
+
+def test_replay_into_a_new_file_gives_the_same_query_results(kafka_bootstrap: str, live: dict[str, Any], tmp_path: Path) -> None:
+    topics: Topics = live["topics"]
+    new = tmp_path / "replayed.duckdb"
+    subprocess.run([sys.executable, "-m", "hivestream", "replay", "--db", str(new), "--namespace", topics.namespace,
+                    "--bootstrap", kafka_bootstrap], cwd=REPO_ROOT, check=True, timeout=300)
+    a = duckdb.connect(str(live["db"]), read_only=True)
+    b = duckdb.connect(str(new), read_only=True)
+    for name, q in QUERIES.items():
+        assert dumps(a.execute(q.sql).fetchall()) == dumps(b.execute(q.sql).fetchall()), name
+    a.close()
+    b.close()
+    assert not new.with_name(new.name + ".replay-tmp").exists()
+
+
+def test_a_month_old_log_gives_the_same_frames(kafka_bootstrap: str, tmp_path: Path) -> None:
+    month = 30 * 86_400_000
+    events = corpus_events(CORPUS)
+    old = [ev.model_copy(update={"event_time_ms": ev.event_time_ms - month}) for ev in events]
+    live_db = tmp_path / "now.duckdb"
+    run_files([write_jsonl(tmp_path / "now.jsonl", mixed_lines(events, bad=[]))], live_db)
+    topics = Topics(unique_namespace("old"))
+    create_topics(kafka_bootstrap, topics)
+    produce(kafka_bootstrap, topics.hook_events, mixed_lines(old, bad=[]))
+    w = start_worker(kafka_bootstrap, topics.namespace, tmp_path / "w-old")
+    try:
+        wait_worker_done(kafka_bootstrap, topics)
+    finally:
+        stop(w)
+    db = tmp_path / "old.duckdb"
+    project_all(kafka_bootstrap, topics, db)
+    got, want = frame_tables(db)["frames"], frame_tables(live_db)["frames"]
+    assert len(got) == len(want) > 100
+    for g, w_ in zip(got, want, strict=True):
+        assert g[:7] == w_[:7] and g[10:] == w_[10:]  # ids, content, provenance, counts, sources
+        assert (g[7] + month, g[8] + month, g[9] + month) == w_[7:10]  # times shifted by exactly a month
