@@ -28,6 +28,7 @@ test: $(STAMP) lint
 
 bench: $(STAMP)
 	$(BIN)/python bench/bench_dedup_core.py
+	$(BIN)/python bench/bench_kafka.py
 
 kafka-start:
 	bash deploy/kafka/kafka.sh start
