@@ -126,6 +126,16 @@ def run_stage(name: str, *args: str) -> dict[str, float]:
     return result
 
 
+def safe_lag(bootstrap: str, group: str, topics: list[str], default: int) -> int:
+    """:func:`group_lag`, or ``default`` while the group coordinator is not ready."""
+    from kafka.errors import KafkaError
+
+    try:
+        return group_lag(bootstrap, group, topics)
+    except KafkaError:
+        return default
+
+
 def worker_run(bootstrap: str, recs: list[tuple[bytes, bytes]], partitions: int) -> tuple[dict[str, float], str]:
     """Produce ``recs`` into a fresh namespace, run one worker until zero lag; its rate and RSS."""
     topics = Topics(unique_namespace("bench"))
@@ -136,7 +146,7 @@ def worker_run(bootstrap: str, recs: list[tuple[bytes, bytes]], partitions: int)
         w = start_worker(bootstrap, topics.namespace, Path(d))
         try:
             total = len(recs)
-            wait_until(lambda: group_lag(bootstrap, group, [topics.hook_events]) < total, 180, "the worker to start", 0.05)
+            wait_until(lambda: safe_lag(bootstrap, group, [topics.hook_events], total) < total, 180, "the worker to start", 0.05)
             t0 = time.perf_counter()
             start_lag = group_lag(bootstrap, group, [topics.hook_events])
             wait_until(lambda: group_lag(bootstrap, group, [topics.hook_events, topics.captures]) == 0, 600, "zero lag", 0.1)

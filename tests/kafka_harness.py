@@ -16,6 +16,7 @@ from typing import Any
 
 import duckdb
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.errors import KafkaError
 
 from projections.projector import Projector
 from projections.sink import DuckSink
@@ -161,7 +162,11 @@ def wait_worker_done(bootstrap: str, topics: Topics, timeout_s: float = 240) -> 
     group = f"{topics.namespace}-dedup" + (f"-{topics.frames_version}" if topics.frames_version else "")
 
     def done() -> bool:
-        return group_lag(bootstrap, group, [topics.hook_events, topics.captures]) == 0 and end_offset_sum(bootstrap, topics.captures) > 0
+        try:
+            lag = group_lag(bootstrap, group, [topics.hook_events, topics.captures])
+        except KafkaError:  # the group coordinator is not ready yet on a fresh broker
+            return False
+        return lag == 0 and end_offset_sum(bootstrap, topics.captures) > 0
 
     wait_until(done, timeout_s, f"consumer group {group} to catch up")
 

@@ -197,3 +197,42 @@ def test_a_month_old_log_gives_the_same_frames(kafka_bootstrap: str, tmp_path: P
     for g, w_ in zip(got, want, strict=True):
         assert g[:7] == w_[:7] and g[10:] == w_[10:]  # ids, content, provenance, counts, sources
         assert (g[7] + month, g[8] + month, g[9] + month) == w_[7:10]  # times shifted by exactly a month
+
+
+def _cli(*args: str, timeout: int = 300) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "hivestream", *args], cwd=REPO_ROOT, capture_output=True, text=True,
+                          timeout=timeout, check=True)
+
+
+def test_cli_produce_worker_project_and_reprocess(kafka_bootstrap: str, tmp_path: Path) -> None:
+    """The corpus through `hivestream produce`, `worker` and `project` equals `hivestream run`;
+    `reprocess` with body+event into frames.v2 equals `hivestream run --key-strategy body+event`."""
+    topics = Topics(unique_namespace("cli"))
+    create_topics(kafka_bootstrap, topics)  # one hook-events partition: same first writers as one process
+    corpus = [str(CORPUS / "claude-code"), str(CORPUS / "codex")]
+    common = ["--bootstrap", kafka_bootstrap, "--namespace", topics.namespace]
+    res = _cli("produce", *corpus, "--gateway", *common)
+    assert "produced" in res.stdout and "events/s" in res.stdout
+    w = start_worker(kafka_bootstrap, topics.namespace, tmp_path / "w")
+    try:
+        wait_worker_done(kafka_bootstrap, topics)
+    finally:
+        stop(w)
+    _cli("project", "--db", str(tmp_path / "k.duckdb"), "--idle-exit", "3", *common)
+    _cli("run", *corpus, "--gateway", "--db", str(tmp_path / "e.duckdb"))
+    assert frame_tables(tmp_path / "k.duckdb") == frame_tables(tmp_path / "e.duckdb")
+
+    v2 = Topics(topics.namespace, "v2")
+    env = {**os.environ, "KAFKA_BOOTSTRAP_SERVERS": kafka_bootstrap}
+    r = subprocess.Popen([sys.executable, "-m", "hivestream", "reprocess", "--version", "v2", "--key-strategy", "body+event",
+                          "--data-dir", str(tmp_path / "w2"), *common], cwd=REPO_ROOT, env=env)
+    try:
+        wait_worker_done(kafka_bootstrap, v2)
+    finally:
+        stop(r)
+    _cli("project", "--frames-version", "v2", "--db", str(tmp_path / "k2.duckdb"), "--idle-exit", "3", *common)
+    _cli("run", *corpus, "--gateway", "--key-strategy", "body+event", "--db", str(tmp_path / "e2.duckdb"))
+    got, base = frame_tables(tmp_path / "k2.duckdb"), frame_tables(tmp_path / "k.duckdb")
+    assert got == frame_tables(tmp_path / "e2.duckdb")
+    assert len(got["frames"]) >= len(base["frames"])  # body+event never merges across event types
+    assert all(row[1].startswith(row[6] + ":") for row in got["frames"])  # dedup_key = event type + body hash
