@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 from dataclasses import dataclass
 
 from streams.body_hash import KeyStrategy, dedup_key, stripped_body
@@ -10,7 +11,9 @@ from streams.deadletter import Reason, RejectedInput
 from streams.events import HookEvent
 from streams.jsstring import js_utf8
 
-DEFAULT_MAX_BODY_BYTES = 1_048_576  # 1 MiB of UTF-8 after stripping the prefix
+DEFAULT_MAX_BODY_BYTES = 524_288  # 512 KiB of UTF-8 after stripping the prefix
+MAX_RECORD_BYTES = 900_000  # a capture's JSON must fit Kafka's default 1 MiB message.max.bytes
+_CHECK_JSON_ABOVE = 100_000  # JSON escaping can grow a body up to 6x: measure it above this size
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,7 +64,8 @@ def to_capture(
 
     Raises:
         RejectedInput: ``empty_body`` when nothing is left after stripping the prefix and
-            whitespace; ``body_too_large`` above ``max_body_bytes``.
+            whitespace; ``body_too_large`` above ``max_body_bytes``, or when the content as JSON
+            would not fit one Kafka record (:data:`MAX_RECORD_BYTES`).
     """
     if not ev.is_capture:
         return None
@@ -73,6 +77,10 @@ def to_capture(
     encoded = js_utf8(body)
     if len(encoded) > max_body_bytes:
         raise RejectedInput(Reason.BODY_TOO_LARGE, f"body is {len(encoded)} bytes, over the {max_body_bytes}-byte limit")
+    if len(encoded) > _CHECK_JSON_ABOVE:
+        as_json = len(json.dumps(content, ensure_ascii=False).encode())
+        if as_json > MAX_RECORD_BYTES:
+            raise RejectedInput(Reason.BODY_TOO_LARGE, f"content is {as_json} bytes as JSON, over the {MAX_RECORD_BYTES}-byte record limit")
     h = hashlib.sha256(encoded).hexdigest()
     return Capture(
         event_id=ev.event_id,

@@ -25,6 +25,7 @@ class Reason(StrEnum):
     BAD_TIMESTAMP = "bad_timestamp"
     EMPTY_BODY = "empty_body"
     BODY_TOO_LARGE = "body_too_large"
+    PROCESSING_ERROR = "processing_error"  # an unexpected exception on this record (a bug): logged and dead-lettered
 
 
 class RejectedInput(ValueError):

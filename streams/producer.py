@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from streams.deadletter import DeadLetter, RejectedInput
+from streams.deadletter import DeadLetter, Reason, RejectedInput
 from streams.events import HookEvent
 from streams.importers.files import import_file
 from streams.topics import Topics
@@ -96,7 +96,14 @@ def produce_files(
                 futures.append(producer.send(topics.dead_letter, key=f"{origin}:0:{off}".encode(), value=dl.model_dump_json().encode()))
                 report.dead_letters[str(item.reason)] += 1
                 continue
-            futures.append(producer.send(topics.hook_events, key=item.session.encode(), value=event_value(item)))
+            value = event_value(item)
+            if len(value) > MAX_EVENT_BYTES:
+                err = RejectedInput(Reason.BODY_TOO_LARGE, f"event is {len(value)} bytes, over the {MAX_EVENT_BYTES}-byte record limit")
+                dl = DeadLetter.of(err, raw, origin, 0, off, now_ms(), event_id=item.event_id)
+                futures.append(producer.send(topics.dead_letter, key=f"{origin}:0:{off}".encode(), value=dl.model_dump_json().encode()))
+                report.dead_letters[str(err.reason)] += 1
+                continue
+            futures.append(producer.send(topics.hook_events, key=item.session.encode(), value=value))
             report.events += 1
             if on_event and report.events % 500 == 0:
                 on_event(report.events)

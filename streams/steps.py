@@ -6,12 +6,15 @@ it is unit-tested without a broker and shared with the embedded runner's semanti
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
 from streams.capture import Capture, to_capture
-from streams.deadletter import DeadLetter, RejectedInput
+from streams.deadletter import DeadLetter, Reason, RejectedInput
 from streams.decode import decode_hook_record
 from streams.settings import Settings
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,7 +39,8 @@ def route_hook_record(raw: bytes | None, pos: Position, settings: Settings, now_
 
     Returns:
         A :class:`Capture` (to repartition by its key), a :class:`DeadLetter` (bad input, with
-        its reason), or ``None`` (a valid event without turn text, e.g. a tool event).
+        its reason; an unexpected exception becomes ``processing_error`` and is logged), or
+        ``None`` (a valid event without turn text, e.g. a tool event). Never raises.
     """
     data = raw if raw is not None else b""
     event_id = ""
@@ -47,3 +51,7 @@ def route_hook_record(raw: bytes | None, pos: Position, settings: Settings, now_
                           partition=pos.partition, offset=pos.offset)
     except RejectedInput as e:
         return DeadLetter.of(e, data, pos.topic, pos.partition, pos.offset, now_ms, event_id=event_id)
+    except Exception as e:  # a bug must not stop the stream (Kafka Streams' "log and continue" handler)
+        log.exception("processing error at %s[%d]@%d", pos.topic, pos.partition, pos.offset)
+        err = RejectedInput(Reason.PROCESSING_ERROR, f"{type(e).__name__}: {e}")
+        return DeadLetter.of(err, data, pos.topic, pos.partition, pos.offset, now_ms, event_id=event_id)

@@ -136,3 +136,8 @@ def test_fields_of_unexpected_types_are_rejected_not_raised(raw: bytes) -> None:
 
 def test_deep_nesting_is_malformed_json() -> None:
     assert reason(b"[" * 100_000) == Reason.MALFORMED_JSON
+
+
+def test_a_body_whose_json_would_not_fit_a_kafka_record() -> None:
+    raw = json.dumps({"content": "\x01" * 200_000, "timestamp": 1}).encode()  # 200 KB, 1.2 MB as JSON
+    assert reason(raw) == Reason.BODY_TOO_LARGE

@@ -58,3 +58,16 @@ async def test_validate_agent_routes_captures_tool_events_and_bad_input(h: Any) 
     assert [c["source"] for c in caps] == ["claude-code"]
     reasons = [json.loads(v)["reason"] for v in sent_values(h.channels["dead_letter"].send)]
     assert reasons == ["not_utf8", "empty_body"]
+
+
+def test_an_unexpected_exception_is_dead_lettered_not_raised(monkeypatch: pytest.MonkeyPatch) -> None:
+    from streams import steps
+    from streams.steps import Position, route_hook_record
+
+    def boom(*_a: object, **_k: object) -> None:
+        raise ZeroDivisionError("bug")
+
+    monkeypatch.setattr(steps, "decode_hook_record", boom)
+    out = route_hook_record(b"{}", Position("t", 0, 5, 0), Settings(), 1)
+    assert out is not None and not hasattr(out, "key")
+    assert out.reason == "processing_error" and "ZeroDivisionError" in out.detail  # type: ignore[union-attr]
