@@ -315,7 +315,7 @@ def reprocess(
     worker(bootstrap, namespace, partitions, store, data_dir, version, window_ms, key_strategy, loglevel)
 
 
-def _projector(s: Settings, db: Path, frames_version: str, snapshot_every_s: float) -> tuple[object, object]:
+def _projector(s: Settings, db: Path, frames_version: str, snapshot_every_s: float, from_time_ms: int | None = None) -> tuple[object, object]:
     from projections.projector import Projector
     from projections.sink import DuckSink
     from streams.topics import Topics, ensure_topics
@@ -324,7 +324,7 @@ def _projector(s: Settings, db: Path, frames_version: str, snapshot_every_s: flo
     ensure_topics(s.kafka_bootstrap_servers, t.specs(s.partitions))
     sink = DuckSink(db)
     return sink, Projector(sink, s.kafka_bootstrap_servers, t.frames, t.dead_letter, batch_max=s.batch_size,
-                           snapshot_every_s=snapshot_every_s)
+                           snapshot_every_s=snapshot_every_s, from_time_ms=from_time_ms)
 
 
 @app.command()
@@ -369,8 +369,9 @@ def replay(
     namespace: NamespaceOpt = None,
     partitions: PartitionsOpt = None,
     frames_version: Annotated[str, typer.Option("--frames-version")] = "",
+    from_time: Annotated[str | None, typer.Option("--from-time", help="start at this time (ISO-8601 or epoch) instead of offset 0")] = None,
 ) -> None:
-    """Rebuild the projection from offset 0 into a new file, then swap it in atomically."""
+    """Rebuild the projection from offset 0 (or from a time) into a new file, then swap it in atomically."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from projections.projector import Projector, ProjectorReport
@@ -380,7 +381,17 @@ def replay(
     tmp = db.with_name(db.name + ".replay-tmp")
     tmp.unlink(missing_ok=True)
     Path(f"{tmp}.wal").unlink(missing_ok=True)
-    sink, proj = _projector(s, tmp, frames_version, 0)
+    from_ms = None
+    if from_time is not None:
+        from streams.deadletter import RejectedInput
+        from streams.timeparse import parse_time_ms
+
+        try:
+            from_ms = parse_time_ms(from_time)
+        except RejectedInput as e:
+            err.print(f"[red]error:[/] --from-time: {e.detail}")
+            raise typer.Exit(2) from e
+    sink, proj = _projector(s, tmp, frames_version, 0, from_ms)
     assert isinstance(sink, DuckSink) and isinstance(proj, Projector)
     total = proj.lag()
     with Progress(TextColumn("replaying"), BarColumn(), TextColumn("{task.completed}/{task.total} records"),

@@ -46,6 +46,9 @@ class Projector:
         batch_max: records per poll and per transaction (kafka-python ``max_poll_records``).
         snapshot_every_s: seconds between snapshot publications (0: never).
         clock: epoch-ms clock.
+        from_time_ms: where a partition with no stored position starts: the first record
+            whose Kafka timestamp is at or after this epoch-ms time (``offsetsForTimes``);
+            offset 0 when ``None``.
     """
 
     def __init__(
@@ -58,6 +61,7 @@ class Projector:
         batch_max: int = 5000,
         snapshot_every_s: float = 2.0,
         clock: Callable[[], int] = wall_ms,
+        from_time_ms: int | None = None,
     ) -> None:
         from kafka import KafkaConsumer, TopicPartition
 
@@ -83,10 +87,17 @@ class Projector:
             parts = self._partitions(topic)
             self.tps.extend(TopicPartition(topic, p) for p in sorted(parts))
         self.consumer.assign(self.tps)
+        by_time = self.consumer.offsets_for_times(dict.fromkeys(self.tps, from_time_ms)) if from_time_ms is not None else {}
+        ends = self.consumer.end_offsets(self.tps) if from_time_ms is not None else {}
         for tp in self.tps:
             pos = sink.position(tp.topic, tp.partition)
             if pos:
                 self.consumer.seek(tp, pos)
+            elif from_time_ms is not None:
+                found = by_time.get(tp)
+                start = found.offset if found is not None else ends[tp]
+                self.consumer.seek(tp, start)
+                sink.apply_batch([], [], {(tp.topic, tp.partition): start})
             else:
                 self.consumer.seek_to_beginning(tp)
 

@@ -236,3 +236,12 @@ def test_cli_produce_worker_project_and_reprocess(kafka_bootstrap: str, tmp_path
     assert got == frame_tables(tmp_path / "e2.duckdb")
     assert len(got["frames"]) >= len(base["frames"])  # body+event never merges across event types
     assert all(row[1].startswith(row[6] + ":") for row in got["frames"])  # dedup_key = event type + body hash
+
+
+def test_replay_from_a_time(kafka_bootstrap: str, live: dict[str, Any], tmp_path: Path) -> None:
+    topics: Topics = live["topics"]
+    common = ["--namespace", topics.namespace, "--bootstrap", kafka_bootstrap]
+    _cli("replay", "--db", str(tmp_path / "all.duckdb"), "--from-time", "1970-01-01T00:00:00Z", *common)
+    assert frame_tables(tmp_path / "all.duckdb") == frame_tables(live["db"])
+    _cli("replay", "--db", str(tmp_path / "none.duckdb"), "--from-time", "2999-01-01T00:00:00Z", *common)
+    assert frame_tables(tmp_path / "none.duckdb") == {"frames": [], "captures": []}
