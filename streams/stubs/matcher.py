@@ -1,0 +1,298 @@
+"""The stub index and the match rules.
+
+:class:`StubIndex` keeps one :class:`~streams.stubs.store.RowStore` per channel plus one for the
+global set, and applies :class:`StubUpserted`, :class:`StubRefreshed`, :class:`StubDeleted` and
+:class:`StubMatched` events. :meth:`StubIndex.match` answers a :class:`MessageEmbedded`:
+
+1. subagent messages get nothing (their embedding is still validated);
+2. candidates are the message channel's stubs plus the global stubs; the model and dim of
+   each non-empty scope must equal the message's;
+3. similarity (exact definition in :mod:`streams.stubs.vectors`) by one float32 product per
+   scope (the channel block and the global block of the stacked candidate matrix), exact
+   float64 recomputation for rows that can reach the threshold; kept when ``>= threshold``;
+4. ordered by similarity descending, ties by ``stub_id`` ascending, then a channel stub before a
+   global stub with the same id;
+5. walked in that order: a stub whose ``archive_tokens`` exceed the remaining budget is skipped
+   and the next one tried; the walk stops after ``top_n`` stubs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+import numpy as np
+import numpy.typing as npt
+
+from streams.deadletter import RejectedInput
+from streams.events import stable_id
+from streams.stubs.errors import StubError, reject
+from streams.stubs.events import MessageEmbedded, StubDeleted, StubMatched, StubRefreshed, StubUpserted, decode_embedding
+from streams.stubs.records import StubRecord
+from streams.stubs.settings import MatchPolicy, MatchSettings
+from streams.stubs.store import RowStore
+from streams.stubs.vectors import exact_similarities, screen_margin, unit
+
+Scope = str | None  # a channel name, or None for the global set
+_Cand = tuple[float, int, int, Scope]  # (similarity, stub_id, 0 channel / 1 global, scope)
+
+
+@dataclass(frozen=True, slots=True)
+class Match:
+    """One stub selected for a message.
+
+    Attributes:
+        stub_id, stub_channel: the stub (``stub_channel`` ``None`` = global).
+        similarity: exact similarity (float64, unitless), ``>= threshold``.
+        rank: 1-based position in the message's result.
+        archive_tokens: tokens charged against the budget (tokens).
+        archive_path: the archive file to inject.
+    """
+
+    stub_id: int
+    stub_channel: str | None
+    similarity: float
+    rank: int
+    archive_tokens: int
+    archive_path: str
+
+
+class StubIndex:
+    """All stubs, per channel and global, ready for matching (in-memory state; pure).
+
+    Errors raised by every method: :class:`~streams.deadletter.RejectedInput` (reason
+    ``wrong_shape``) with a :class:`~streams.stubs.errors.StubError` code first in the detail.
+    """
+
+    def __init__(self, policy: MatchPolicy | None = None) -> None:
+        """Create an empty index using ``policy`` (default :class:`MatchPolicy()`)."""
+        self.policy = policy or MatchPolicy()
+        self._stores: dict[Scope, RowStore] = {}
+        self._records: dict[tuple[Scope, int], StubRecord] = {}
+
+    def __len__(self) -> int:
+        """Number of stubs over all scopes."""
+        return len(self._records)
+
+    def record(self, channel: Scope, stub_id: int) -> StubRecord | None:
+        """The stub's metadata and telemetry, or ``None`` when absent."""
+        return self._records.get((channel, stub_id))
+
+    def stub_ids(self, channel: Scope) -> list[int]:
+        """The ids of one scope's stubs, ascending (``channel`` ``None`` = global)."""
+        store = self._stores.get(channel)
+        return sorted(store.ids.tolist()) if store else []
+
+    def apply(self, event: StubUpserted | StubRefreshed | StubDeleted | StubMatched) -> None:
+        """Apply one state event (dispatches to :meth:`upsert`, :meth:`refresh`, :meth:`delete`, :meth:`record_match`)."""
+        if isinstance(event, StubUpserted):
+            self.upsert(event)
+        elif isinstance(event, StubRefreshed):
+            self.refresh(event)
+        elif isinstance(event, StubDeleted):
+            self.delete(event)
+        else:
+            self.record_match(event)
+
+    def upsert(self, ev: StubUpserted) -> None:
+        """Insert or replace a stub (row appended or overwritten in place).
+
+        Telemetry fields left ``None`` keep the current values of a replaced stub.
+
+        Raises:
+            RejectedInput: ``bad_base64`` / ``bad_length`` / ``dimension_mismatch`` /
+                ``non_finite`` / ``zero_vector`` for the embedding; ``model_mismatch`` or
+                ``dimension_mismatch`` when the scope's other stubs use another model or dim.
+        """
+        key = (ev.channel, ev.stub_id)
+        self._put(ev.channel, ev.stub_id, ev.embedding_b64, ev.model, ev.dim, ev.archive_tokens)
+        old = self._records.get(key)
+        self._records[key] = StubRecord(
+            stub_id=ev.stub_id,
+            channel=ev.channel,
+            title=ev.title,
+            stub_text=ev.stub_text,
+            archive_path=ev.archive_path,
+            archive_tokens=ev.archive_tokens,
+            model=ev.model,
+            dim=ev.dim,
+            refresh_source=ev.refresh_source,
+            refresh_spec=ev.refresh_spec,
+            created_at_ms=old.created_at_ms if old else ev.event_time_ms,
+            match_count=ev.match_count if ev.match_count is not None else (old.match_count if old else 0),
+            last_matched_at_ms=ev.last_matched_at_ms if ev.last_matched_at_ms is not None else (old.last_matched_at_ms if old else None),
+            last_refreshed_at_ms=ev.last_refreshed_at_ms if ev.last_refreshed_at_ms is not None else (old.last_refreshed_at_ms if old else None),
+        )
+
+    def refresh(self, ev: StubRefreshed) -> None:
+        """Replace a stub's text, embedding and archive size; ``last_refreshed_at_ms`` = event time.
+
+        Raises:
+            RejectedInput: ``unknown_stub`` when the stub is absent, else as :meth:`upsert`.
+        """
+        old = self._records.get((ev.channel, ev.stub_id))
+        if old is None:
+            raise reject(StubError.UNKNOWN_STUB, f"refresh of stub {ev.stub_id} in {_label(ev.channel)}, which the index does not hold")
+        self._put(ev.channel, ev.stub_id, ev.embedding_b64, ev.model, ev.dim, ev.archive_tokens)
+        self._records[(ev.channel, ev.stub_id)] = replace(
+            old,
+            title=old.title if ev.title is None else ev.title,
+            stub_text=ev.stub_text,
+            archive_tokens=ev.archive_tokens,
+            model=ev.model,
+            dim=ev.dim,
+            last_refreshed_at_ms=ev.event_time_ms,
+        )
+
+    def delete(self, ev: StubDeleted) -> bool:
+        """Remove a stub (the scope's last row moves into its place); False when it was absent (idempotent)."""
+        store = self._stores.get(ev.channel)
+        if store is None or not store.remove(ev.stub_id):
+            return False
+        del self._records[(ev.channel, ev.stub_id)]
+        if not len(store):
+            del self._stores[ev.channel]  # an empty scope accepts any model again
+        return True
+
+    def record_match(self, ev: StubMatched) -> None:
+        """Bump ``match_count`` and advance ``last_matched_at_ms`` (max); no-op for a deleted stub.
+
+        Not idempotent: deduplicate :class:`StubMatched` events by ``event_id`` upstream.
+        """
+        old = self._records.get((ev.stub_channel, ev.stub_id))
+        if old is not None:
+            last = max(old.last_matched_at_ms or 0, ev.event_time_ms)
+            self._records[(ev.stub_channel, ev.stub_id)] = replace(old, match_count=old.match_count + 1, last_matched_at_ms=last)
+
+    def match(self, message: MessageEmbedded) -> list[Match]:
+        """The stubs to inject for one message (rules in the module docstring); ``[]`` for subagents.
+
+        Shapes: the message embedding is ``(dim,)``; each scope costs one ``(rows, dim) @ (dim,)``
+        float32 product. Raises :class:`RejectedInput` as :meth:`match_many`.
+        """
+        prepared = self._prepare(message)
+        if prepared is None:
+            return []
+        scopes, u32, u64 = prepared
+        settings = self.policy.for_channel(message.channel)
+        cands: list[_Cand] = []
+        for order, key, store in scopes:
+            cands += _refine(store, store.matrix @ u32, u64, settings.threshold, order, key)
+        return self._select(cands, settings)
+
+    def match_many(self, messages: Sequence[MessageEmbedded]) -> list[list[Match]]:
+        """:meth:`match` for a batch, in input order, with one matrix-matrix product per scope.
+
+        Each scope's ``(rows, dim)`` matrix is multiplied once by the ``(dim, k)`` stack of the
+        ``k`` batch messages that use it (the global scope once for the whole batch). All or
+        nothing: the first bad message raises; call :meth:`match` per message to dead-letter
+        only that one.
+
+        Raises:
+            RejectedInput: embedding codes as :func:`~streams.stubs.events.decode_embedding`
+                (the detail names the message), ``model_mismatch`` / ``dimension_mismatch``
+                when a non-empty scope uses another model or dim than the message.
+        """
+        results: list[list[Match]] = [[] for _ in messages]
+        users: dict[Scope, list[tuple[int, int]]] = {}  # scope -> [(message index, order)]
+        units: dict[int, tuple[npt.NDArray[np.float32], npt.NDArray[np.float64]]] = {}
+        cands: dict[int, list[_Cand]] = {}
+        for i, m in enumerate(messages):
+            prepared = self._prepare(m)
+            if prepared is None:
+                continue
+            scopes, u32, u64 = prepared
+            units[i], cands[i] = (u32, u64), []
+            for order, key, _store in scopes:
+                users.setdefault(key, []).append((i, order))
+        for key, used in users.items():
+            store = self._stores[key]
+            sims = store.matrix @ np.stack([units[i][0] for i, _ in used], axis=1)  # (rows, k)
+            for col, (i, order) in enumerate(used):
+                thr = self.policy.for_channel(messages[i].channel).threshold
+                cands[i] += _refine(store, sims[:, col], units[i][1], thr, order, key)
+        for i, c in cands.items():
+            results[i] = self._select(c, self.policy.for_channel(messages[i].channel))
+        return results
+
+    def _put(self, scope: Scope, stub_id: int, b64: str, model: str, dim: int, tokens: int) -> None:
+        vec = decode_embedding(b64, dim)
+        store = self._stores.get(scope)
+        if store is not None and (store.model, store.dim) != (model, dim):
+            if len(store) > 1 or stub_id not in store:
+                raise _mismatch(f"stub {stub_id}", model, dim, store, scope)
+            store = None  # replacing the scope's only stub: it may change model
+        if store is None:
+            store = self._stores[scope] = RowStore(model, dim)
+        store.put(stub_id, unit(vec)[0], tokens)
+
+    def _prepare(self, m: MessageEmbedded) -> tuple[list[tuple[int, Scope, RowStore]], npt.NDArray[np.float32], npt.NDArray[np.float64]] | None:
+        try:
+            vec = decode_embedding(m.embedding_b64, m.dim)
+        except RejectedInput as e:
+            code, _, rest = e.detail.partition(": ")
+            raise RejectedInput(e.reason, f"{code}: message {m.message_id!r} on {m.channel!r}: {rest}") from e
+        if m.origin != "main" or self.policy.for_channel(m.channel).top_n == 0:
+            return None
+        scopes: list[tuple[int, Scope, RowStore]] = []
+        for order, key in ((0, m.channel), (1, None)):
+            store = self._stores.get(key)
+            if store is not None:
+                if (store.model, store.dim) != (m.model, m.dim):
+                    raise _mismatch(f"message {m.message_id!r}", m.model, m.dim, store, key)
+                scopes.append((order, key, store))
+        if not scopes:
+            return None
+        u32, u64 = unit(vec)
+        return scopes, u32, u64
+
+    def _select(self, cands: list[_Cand], settings: MatchSettings) -> list[Match]:
+        cands.sort(key=lambda c: (-c[0], c[1], c[2]))
+        out: list[Match] = []
+        remaining = settings.token_budget
+        for sim, stub_id, _order, key in cands:
+            if len(out) == settings.top_n:
+                break
+            rec = self._records[(key, stub_id)]
+            if rec.archive_tokens <= remaining:
+                remaining -= rec.archive_tokens
+                out.append(Match(stub_id, key, sim, len(out) + 1, rec.archive_tokens, rec.archive_path))
+        return out
+
+
+def _refine(store: RowStore, sims32: npt.NDArray[np.float32], u64: npt.NDArray[np.float64], threshold: float, order: int, key: Scope) -> list[_Cand]:
+    """Rows whose exact similarity reaches ``threshold``, from their float32 screen ``sims32`` (shape ``(rows,)``)."""
+    rows = np.flatnonzero(sims32.astype(np.float64) >= threshold - screen_margin(store.dim))
+    if not rows.size:
+        return []
+    exact = exact_similarities(store.matrix[rows], u64)
+    ids = store.ids[rows].tolist()
+    return [(s, i, order, key) for s, i in zip(exact, ids, strict=True) if s >= threshold]
+
+
+def _label(scope: Scope) -> str:
+    return "the global set" if scope is None else f"channel {scope!r}"
+
+
+def _mismatch(what: str, model: str, dim: int, store: RowStore, scope: Scope) -> RejectedInput:
+    if model != store.model:
+        return reject(StubError.MODEL_MISMATCH, f"{what} uses model {model!r}, the stubs of {_label(scope)} use {store.model!r}")
+    return reject(StubError.DIMENSION_MISMATCH, f"{what} has {dim} dims, the stubs of {_label(scope)} have {store.dim}")
+
+
+def to_matched_events(message: MessageEmbedded, matches: Sequence[Match]) -> list[StubMatched]:
+    """The :class:`StubMatched` events for a message's matches (deterministic event ids; event time = the message's, ms)."""
+    return [
+        StubMatched(
+            event_id=stable_id("stub-matched", message.event_id, m.stub_channel, m.stub_id),
+            event_time_ms=message.event_time_ms,
+            message_id=message.message_id,
+            channel=message.channel,
+            stub_id=m.stub_id,
+            stub_channel=m.stub_channel,
+            similarity=m.similarity,
+            rank=m.rank,
+            tokens_injected=m.archive_tokens,
+        )
+        for m in matches
+    ]
