@@ -17,6 +17,7 @@ from rich.table import Table
 from rich.text import Text
 
 from hivestream.runner import RunReport, run_files
+from hivestream.stubs_cli import stubs_app
 from projections.queries import QUERIES, open_for_reading, run_query
 from projections.sink import MetaMismatch
 from streams.body_hash import KeyStrategy
@@ -24,6 +25,7 @@ from streams.settings import Settings
 
 app = typer.Typer(help="hivestream: dedup AI-agent memory captures into DuckDB projections.", no_args_is_help=True,
                   pretty_exceptions_enable=False)
+app.add_typer(stubs_app, name="stubs", help="memory stubs: import stubs.db, match, what-if, queries")
 out = Console(width=max(100, Console().width))
 err = Console(stderr=True)
 
