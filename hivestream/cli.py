@@ -83,6 +83,28 @@ def print_report(report: RunReport) -> None:
     out.print(f"[bold]DuckDB file[/]: {Path(report.db).resolve()}  (try: {_self()} query top-frames --db {report.db})")
 
 
+def ensure_not_held(db: Path) -> None:
+    """Exit 2 when a writer (a projector) holds ``db``: a replay must not swap a file under it."""
+    if not db.exists():
+        return
+    try:
+        duckdb.connect(str(db)).close()
+    except duckdb.IOException as e:
+        err.print(f"[red]error:[/] {db} is held by a running writer (stop the projector first): {e}")
+        raise typer.Exit(2) from e
+
+
+def swap_in(new: Path, db: Path) -> None:
+    """Atomically replace ``db`` by ``new``; drop the old file's WAL and stale snapshot."""
+    from projections.sink import heartbeat_path, snapshot_path
+
+    ensure_not_held(db)
+    Path(f"{db}.wal").unlink(missing_ok=True)
+    snapshot_path(db).unlink(missing_ok=True)
+    heartbeat_path(db).unlink(missing_ok=True)
+    new.replace(db)
+
+
 def _self() -> str:
     """How the user invoked this command (``.venv/bin/hivestream`` after ``make demo``)."""
     argv0 = Path(sys.argv[0])
@@ -191,7 +213,10 @@ def main() -> None:
         from kafka.errors import KafkaError
 
         if isinstance(e, KafkaError):
-            err.print(f"[red]error:[/] Kafka: {e!r} (is the broker at KAFKA_BOOTSTRAP_SERVERS running?)")
+            from kafka.errors import KafkaTimeoutError, NoBrokersAvailable
+
+            hint = " (is the broker at KAFKA_BOOTSTRAP_SERVERS running?)" if isinstance(e, KafkaTimeoutError | NoBrokersAvailable) else ""
+            err.print(f"[red]error:[/] Kafka: {e!r}{hint}")
             sys.exit(2)
         raise
 
@@ -281,7 +306,7 @@ def worker(
     namespace: NamespaceOpt = None,
     partitions: PartitionsOpt = None,
     store: Annotated[str, typer.Option("--store", help="faust table store: rocksdb:// or memory://")] = "rocksdb://",
-    data_dir: Annotated[Path, typer.Option("--data-dir", help="faust data directory (rocksdb state)")] = Path(".hivestream-worker"),
+    data_dir: Annotated[Path, typer.Option("--data-dir", help="base of the workers' rocksdb state (one slot per running worker)")] = Path(".hivestream-worker"),
     frames_version: Annotated[str, typer.Option("--frames-version", help="write a versioned frames topic (see reprocess)")] = "",
     window_ms: WindowOpt = None,
     key_strategy: KeyOpt = None,
@@ -380,6 +405,7 @@ def replay(
     from projections.sink import DuckSink
 
     s = _kafka_settings(bootstrap, namespace, partitions)
+    ensure_not_held(db)
     tmp = db.with_name(db.name + ".replay-tmp")
     tmp.unlink(missing_ok=True)
     Path(f"{tmp}.wal").unlink(missing_ok=True)
@@ -408,6 +434,6 @@ def replay(
         finally:
             proj.close()
             sink.close()
-    tmp.replace(db)
+    swap_in(tmp, db)
     out.print(f"replayed {rep.records} records into {db}: {rep.frames_created} frames, {rep.duplicates} duplicates, "
               f"{rep.dead_letters} dead letters")

@@ -155,7 +155,7 @@ class EmbeddedRunner:
 
     def _flush(self, events: list[FrameEvent], dls: list[DeadLetter], origin: str, next_off: int) -> None:
         assert isinstance(self.core.state, TrackedState)
-        frames, dups = self.sink.apply_batch(events, dls, {(origin, 0): next_off}, self.core.state.drain())
+        frames, dups, _dead = self.sink.apply_batch(events, dls, {(origin, 0): next_off}, self.core.state.drain())
         self.report.frames_created += frames
         self.report.duplicates += dups
         self.report.repeated += len(events) - frames - dups

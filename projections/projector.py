@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from projections.sink import DuckSink, publish_snapshot
+from projections.sink import DuckSink, publish_snapshot, write_heartbeat
 from streams.codec import frame_event_from_json
 from streams.deadletter import DeadLetter, Reason, RejectedInput
 from streams.dedup import FrameEvent
@@ -33,7 +33,7 @@ class ProjectorReport:
     batches: int = 0
     frames_created: int = 0
     duplicates: int = 0
-    dead_letters: int = 0
+    dead_letters: int = 0  # new rows in dead_letters (a record seen twice counts once)
 
 
 class Projector:
@@ -140,13 +140,13 @@ class Projector:
                     except RejectedInput as e:
                         dls.append(DeadLetter.of(e, r.value or b"", tp.topic, tp.partition, r.offset, self.clock()))
             positions[(tp.topic, tp.partition)] = records[-1].offset + 1
-        frames, dups = self.sink.apply_batch(events, dls, positions)
+        frames, dups, dead = self.sink.apply_batch(events, dls, positions)
         rep = self.report
         rep.records += n
         rep.batches += 1
         rep.frames_created += frames
         rep.duplicates += dups
-        rep.dead_letters += len(dls)
+        rep.dead_letters += dead
         return n
 
     def run(
@@ -175,9 +175,12 @@ class Projector:
             if n:
                 last_record = now
                 dirty = True
-            if self.snapshot_every_s and dirty and now - last_snapshot >= self.snapshot_every_s:
-                publish_snapshot(self.sink, self.clock())
-                last_snapshot, dirty = now, False
+            if self.snapshot_every_s and now - last_snapshot >= self.snapshot_every_s:
+                if dirty:
+                    publish_snapshot(self.sink, self.clock())
+                    dirty = False
+                write_heartbeat(self.sink, self.clock())
+                last_snapshot = now
             if on_progress and n:
                 on_progress(self.report, self.lag() if targets is not None else -1)
             if targets is not None and all(self.sink.position(tp.topic, tp.partition) >= targets[tp] for tp in self.tps):

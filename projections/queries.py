@@ -91,7 +91,7 @@ def open_for_reading(db: Path) -> tuple[duckdb.DuckDBPyConnection, str]:
         FileNotFoundError: when neither the file nor a snapshot exists, or the file is locked
             and no snapshot was published yet.
     """
-    from projections.sink import snapshot_path
+    from projections.sink import heartbeat_path, snapshot_path
 
     snap = snapshot_path(db)
     if db.exists():
@@ -107,4 +107,13 @@ def open_for_reading(db: Path) -> tuple[duckdb.DuckDBPyConnection, str]:
     published, positions = (int(row[0]), json.loads(row[1])) if row else (0, [])
     age_s = max(0.0, time.time() - published / 1000)
     covered = ", ".join(f"{t}[{p}]@{o}" for t, p, o in positions[:8])
-    return con, f"answered from the snapshot {snap} published {age_s:.1f} s ago (a projector holds {db}); positions: {covered}"
+    beat = ""
+    hb = heartbeat_path(db)
+    if hb.exists():
+        try:
+            checked = int(json.loads(hb.read_text())["checked_at_ms"])
+            beat = f"; the projector last checked for new records {max(0.0, time.time() - checked / 1000):.1f} s ago"
+        except (ValueError, KeyError, OSError):
+            beat = ""
+    return con, (f"answered from the snapshot {snap} published {age_s:.1f} s ago (a writer holds {db}){beat}; "
+                 f"positions: {covered}")

@@ -130,7 +130,7 @@ class DuckSink:
         dead_letters: Iterable[DeadLetter] = (),
         positions: Mapping[tuple[str, int], int] | None = None,
         state_changes: tuple[Mapping[str, Any], Iterable[str]] | None = None,
-    ) -> tuple[int, int]:
+    ) -> tuple[int, int, int]:
         """Apply one batch in one transaction.
 
         Args:
@@ -140,8 +140,8 @@ class DuckSink:
             state_changes: (dedup keys set → frames list, keys deleted), stored with the rows.
 
         Returns:
-            (new frames, new duplicate captures) applied; re-delivered event ids count in
-            neither.
+            (new frames, new duplicate captures, new dead letters) applied; re-delivered
+            event ids and dead letters already recorded count in none.
 
         Raises:
             duckdb.Error: on a database failure; the transaction is rolled back.
@@ -168,11 +168,15 @@ class DuckSink:
                 applied = (int(row[0]), int(row[1])) if row else (0, 0)
                 con.execute("DROP TABLE _new")
                 con.unregister("_batch")
+            new_dl = 0
             if dl:
+                before = con.execute("SELECT count(*) FROM dead_letters").fetchone()
                 con.executemany(
                     "INSERT INTO dead_letters VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
                     [[d.source, d.partition, d.offset, d.event_id, str(d.reason), d.detail, d.original(), d.time_ms] for d in dl],
                 )
+                after = con.execute("SELECT count(*) FROM dead_letters").fetchone()
+                new_dl = int(after[0]) - int(before[0]) if before and after else 0
             if positions:
                 con.executemany(
                     """INSERT INTO positions VALUES (?, ?, ?) ON CONFLICT DO UPDATE
@@ -192,7 +196,7 @@ class DuckSink:
                     con.execute("DELETE FROM dedup_state WHERE dedup_key IN (SELECT k FROM _dels)")
                     con.unregister("_dels")
             con.execute("COMMIT")
-            return applied
+            return applied[0], applied[1], new_dl
         except BaseException:
             con.execute("ROLLBACK")
             raise
@@ -201,6 +205,20 @@ class DuckSink:
 def snapshot_path(db: str | Path) -> Path:
     """Where the projector publishes the read-only snapshot of ``db``: ``<db>.snapshot``."""
     return Path(f"{db}.snapshot")
+
+
+def heartbeat_path(db: str | Path) -> Path:
+    """Where the projector notes when it last checked for new records: ``<db>.snapshot.heartbeat``."""
+    return Path(f"{db}.snapshot.heartbeat")
+
+
+def write_heartbeat(sink: DuckSink, checked_at_ms: int) -> None:
+    """Record (atomically) that the projector was alive and caught up with its snapshot at
+    ``checked_at_ms`` (epoch ms), so readers can tell an idle projector from a stuck one."""
+    target = heartbeat_path(sink.path)
+    tmp = Path(f"{target}.tmp")
+    tmp.write_text(json.dumps({"checked_at_ms": checked_at_ms}))
+    tmp.replace(target)
 
 
 def publish_snapshot(sink: DuckSink, published_at_ms: int) -> Path:

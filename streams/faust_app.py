@@ -16,6 +16,7 @@ from __future__ import annotations
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import faust
@@ -27,6 +28,7 @@ from streams.dedup import DedupCore
 from streams.settings import Settings
 from streams.steps import Position, route_hook_record
 from streams.topics import Topics, partition_for
+from streams.workdir import claim_worker_dir
 
 
 def now_ms() -> int:
@@ -65,7 +67,8 @@ def create_app(
             ``settings.partitions``).
         frames_version: suffix of a versioned frames topic (``reprocess``); it also gives the
             app its own consumer group and table, so it starts from offset 0.
-        data_dir: faust's data directory (rocksdb files).
+        data_dir: base of the workers' data directories; this worker claims its own slot
+            ``<data_dir>/<app id>/worker-<i>`` (:func:`streams.workdir.claim_worker_dir`).
 
     Returns:
         The app with its agents; run it with :func:`run_worker`.
@@ -75,7 +78,7 @@ def create_app(
     app_id = f"{settings.topic_namespace}-dedup" + (f"-{frames_version}" if frames_version else "")
     kwargs: dict[str, Any] = {}
     if data_dir:
-        kwargs["datadir"] = data_dir
+        kwargs["datadir"] = str(claim_worker_dir(Path(data_dir), app_id))
     app = faust.App(
         app_id,
         broker=f"kafka://{settings.kafka_bootstrap_servers}",
@@ -90,6 +93,8 @@ def create_app(
         producer_acks=-1,
         broker_commit_every=1000,
         broker_commit_interval=1.0,
+        broker_session_timeout=10.0,  # a killed worker's partitions move after 10 s, not 60 s
+        broker_heartbeat_interval=3.0,
         stream_wait_empty=True,
         **kwargs,
     )

@@ -44,6 +44,9 @@ def route_hook_record(raw: bytes | None, pos: Position, settings: Settings, now_
     """
     data = raw if raw is not None else b""
     event_id = ""
+    if not data:
+        return DeadLetter.of(RejectedInput(Reason.MALFORMED_JSON, "empty record value (a null value / tombstone)"), data,
+                             pos.topic, pos.partition, pos.offset, now_ms)
     try:
         ev = decode_hook_record(data, received_at_ms=pos.timestamp_ms)
         event_id = ev.event_id

@@ -71,3 +71,25 @@ def test_an_unexpected_exception_is_dead_lettered_not_raised(monkeypatch: pytest
     out = route_hook_record(b"{}", Position("t", 0, 5, 0), Settings(), 1)
     assert out is not None and not hasattr(out, "key")
     assert out.reason == "processing_error" and "ZeroDivisionError" in out.detail  # type: ignore[union-attr]
+
+
+def test_a_tombstone_is_dead_lettered_with_a_clear_reason() -> None:
+    from streams.steps import Position, route_hook_record
+
+    out = route_hook_record(None, Position("t", 0, 1, 0), Settings(), 1)
+    assert out is not None and out.reason == "malformed_json" and "tombstone" in out.detail  # type: ignore[union-attr]
+
+
+def test_each_running_worker_claims_its_own_state_directory(tmp_path: Any) -> None:
+    import subprocess
+    import sys
+
+    from streams.workdir import claim_worker_dir
+
+    first = claim_worker_dir(tmp_path, "app")
+    second = claim_worker_dir(tmp_path, "app")
+    assert (first.name, second.name) == ("worker-0", "worker-1")
+    # another process gets the next free slot while this one holds two
+    code = "import sys; from pathlib import Path; from streams.workdir import claim_worker_dir; print(claim_worker_dir(Path(sys.argv[1]), 'app').name)"
+    res = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, check=True)
+    assert res.stdout.strip() == "worker-2"

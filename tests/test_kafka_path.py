@@ -245,3 +245,16 @@ def test_replay_from_a_time(kafka_bootstrap: str, live: dict[str, Any], tmp_path
     assert frame_tables(tmp_path / "all.duckdb") == frame_tables(live["db"])
     _cli("replay", "--db", str(tmp_path / "none.duckdb"), "--from-time", "2999-01-01T00:00:00Z", *common)
     assert frame_tables(tmp_path / "none.duckdb") == {"frames": [], "captures": []}
+
+
+def test_replay_refuses_to_swap_a_file_a_writer_holds(kafka_bootstrap: str, live: dict[str, Any], tmp_path: Path) -> None:
+    held = tmp_path / "held.duckdb"
+    holder = subprocess.Popen([sys.executable, "-c", "import duckdb, sys, time; c = duckdb.connect(sys.argv[1]); print('ok', flush=True); time.sleep(60)",
+                               str(held)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "ok"
+        res = subprocess.run([sys.executable, "-m", "hivestream", "replay", "--db", str(held), "--namespace", live["topics"].namespace,
+                              "--bootstrap", kafka_bootstrap], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
+        assert res.returncode == 2 and "held by a running writer" in res.stderr
+    finally:
+        kill9(holder)
