@@ -13,9 +13,8 @@ import duckdb
 import typer
 from pydantic import ValidationError
 from rich.console import Console
-from rich.table import Table
-from rich.text import Text
 
+from hivestream.console import table
 from hivestream.runner import RunReport, run_files
 from hivestream.stubs_cli import stubs_app
 from projections.queries import QUERIES, open_for_reading, run_query
@@ -51,15 +50,6 @@ def _settings(window_ms: int | None, key_strategy: KeyStrategy | None, batch_siz
     return Settings(**overrides)  # type: ignore[arg-type]
 
 
-def _table(title: str, cols: list[str], rows: list[tuple[object, ...]]) -> Table:
-    t = Table(title=title, title_justify="left")
-    for c in cols:
-        t.add_column(c)
-    for r in rows:
-        t.add_row(*(Text("" if v is None else str(v)) for v in r))
-    return t
-
-
 def print_report(report: RunReport) -> None:
     """Print a run's summary: what came in, frames out, duplicates per source pair, dead letters."""
     fmts: dict[str, int] = {}
@@ -77,7 +67,7 @@ def print_report(report: RunReport) -> None:
     con = duckdb.connect(report.db, read_only=True)
     try:
         cols, rows = run_query(con, "dedup-summary")
-        out.print(_table("duplicates collapsed per source pair (whole file)", cols, rows))
+        out.print(table("duplicates collapsed per source pair (whole file)", cols, rows))
     finally:
         con.close()
     out.print(f"[bold]DuckDB file[/]: {Path(report.db).resolve()}  (try: {_self()} query top-frames --db {report.db})")
@@ -167,7 +157,7 @@ def query(
 ) -> None:
     """Run a named analytics query on a projection file."""
     if list_ or name is None:
-        out.print(_table("named queries", ["name", "answers"], [(q.name, q.description) for q in QUERIES.values()]))
+        out.print(table("named queries", ["name", "answers"], [(q.name, q.description) for q in QUERIES.values()]))
         return
     if name not in QUERIES:
         err.print(f"[red]error:[/] unknown query {name!r}; known: {', '.join(sorted(QUERIES))}")
@@ -195,7 +185,7 @@ def query(
         w.writerow(cols)
         w.writerows(rows)
     else:
-        out.print(_table(f"{name}: {QUERIES[name].description}", cols, rows))
+        out.print(table(f"{name}: {QUERIES[name].description}", cols, rows))
 
 
 def main() -> None:
@@ -261,7 +251,7 @@ def produce(
 
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-    from hivestream.runner import wall_clock_ms
+    from streams.clock import wall_clock_ms
     from streams.producer import make_producer, produce_files
     from streams.topics import Topics, ensure_topics
 

@@ -9,7 +9,6 @@ stored in the same transaction (table ``dedup_state``), so it survives restarts 
 
 from __future__ import annotations
 
-import time
 import zlib
 from collections import Counter
 from collections.abc import Callable, Iterable
@@ -18,18 +17,12 @@ from pathlib import Path
 
 from projections.sink import DuckSink
 from streams.capture import to_capture
+from streams.clock import Clock, wall_clock_ms
 from streams.deadletter import DeadLetter, RejectedInput
 from streams.dedup import DedupCore, FrameEvent
 from streams.importers.files import Item, import_file
 from streams.settings import Settings
 from streams.state import TrackedState
-
-Clock = Callable[[], int]
-
-
-def wall_clock_ms() -> int:
-    """The wall clock in epoch ms (used only to stamp dead letters, never for event time)."""
-    return time.time_ns() // 1_000_000
 
 
 @dataclass

@@ -18,9 +18,9 @@ import duckdb
 import typer
 from pydantic import ValidationError
 from rich.console import Console
-from rich.table import Table
 from rich.text import Text
 
+from hivestream.console import table
 from projections.queries import open_for_reading
 from projections.stub_queries import STUB_QUERIES, run_stub_query
 from projections.stubs_sink import StubMetaMismatch, StubRunReport, run_stub_logs, stored_settings
@@ -66,15 +66,6 @@ def _existing(paths: list[Path]) -> list[Path]:
         if not p.is_file():
             _fail(f"no such file: {p}")
     return paths
-
-
-def _table(title: str, cols: list[str], rows: list[tuple[object, ...]]) -> Table:
-    t = Table(title=title, title_justify="left")
-    for c in cols:
-        t.add_column(c)
-    for r in rows:
-        t.add_row(*(Text("" if v is None else str(v)) for v in r))
-    return t
 
 
 @stubs_app.command("import")
@@ -177,7 +168,7 @@ def _print_run(r: StubRunReport, s: MatchSettings) -> None:
         live = con.execute("SELECT count(*) FILTER (WHERE NOT deleted), count(*) FILTER (WHERE deleted) FROM stubs").fetchone() or (0, 0)
     finally:
         con.close()
-    out.print(_table("per channel (whole file)", ["channel", "messages", "hits", "matches", "tokens"], rows))
+    out.print(table("per channel (whole file)", ["channel", "messages", "hits", "matches", "tokens"], rows))
     _say(f"[bold]stubs[/]: {live[0]} live, {live[1]} deleted; [bold]DuckDB file[/]: {r.db}  (try: hivestream stubs query top-stubs --db {r.db})")
 
 
@@ -235,12 +226,12 @@ def _print_whatif(r: WhatIfReport, rec: MatchSettings, new: MatchSettings) -> No
                                    _arrow(_fmt(c.recorded, "hit"), _fmt(c.new, "hit")),
                                    _arrow(_fmt(c.recorded, "matches"), _fmt(c.new, "matches")), _arrow(_fmt(c.recorded, "tokens"), _fmt(c.new, "tokens")))
         rows.append(row + ((_fmt(c.logged, "hit"), _fmt(c.logged, "matches")) if logged else ()))
-    out.print(_table("per channel: recorded → what-if", cols, rows))
+    out.print(table("per channel: recorded → what-if", cols, rows))
     if r.reproduces_logged is not None:
         _say(f"[bold]runtime log[/]: the recorded settings reproduce the {len(r.logged_matches)} logged matches "
                   + ("exactly" if r.reproduces_logged else "[red]NOT exactly[/] (other settings or a different index?)"))
     if r.stub_changes:
-        out.print(_table("stubs that gain or lose matches", ["stub", "title", "recorded", "what-if", "change"],
+        out.print(table("stubs that gain or lose matches", ["stub", "title", "recorded", "what-if", "change"],
                          [(f"{c.stub_channel or '(global)'}#{c.stub_id}", c.title, c.recorded, c.new, f"{c.delta:+d}") for c in r.stub_changes]))
     else:
         _say("no stub gains or loses matches")
@@ -256,7 +247,7 @@ def query(
 ) -> None:
     """Run a named stub analytics query (never-matched, stale, hit-rate, ...)."""
     if name is None:
-        out.print(_table("stub queries", ["name", "answers"], [(q.name, q.description) for q in STUB_QUERIES.values()]))
+        out.print(table("stub queries", ["name", "answers"], [(q.name, q.description) for q in STUB_QUERIES.values()]))
         return
     if name not in STUB_QUERIES:
         _fail(f"unknown stub query {name!r}; known: {', '.join(sorted(STUB_QUERIES))}")
@@ -275,4 +266,4 @@ def query(
         json.dump([dict(zip(cols, r, strict=True)) for r in rows], sys.stdout, default=str, indent=1)
         sys.stdout.write("\n")
     else:
-        out.print(_table(f"{name}: {STUB_QUERIES[name].description}", cols, rows))
+        out.print(table(f"{name}: {STUB_QUERIES[name].description}", cols, rows))

@@ -15,14 +15,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from projections.sink import DuckSink, publish_snapshot, write_heartbeat
+from streams.clock import Clock, wall_clock_ms
 from streams.codec import frame_event_from_json
 from streams.deadletter import DeadLetter, Reason, RejectedInput
 from streams.dedup import FrameEvent
-
-
-def wall_ms() -> int:
-    """Wall clock, epoch ms (dead-letter stamps and snapshot times only)."""
-    return time.time_ns() // 1_000_000
 
 
 @dataclass
@@ -60,7 +56,7 @@ class Projector:
         *,
         batch_max: int = 5000,
         snapshot_every_s: float = 2.0,
-        clock: Callable[[], int] = wall_ms,
+        clock: Clock = wall_clock_ms,
         from_time_ms: int | None = None,
     ) -> None:
         from kafka import KafkaConsumer, TopicPartition

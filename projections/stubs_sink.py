@@ -8,9 +8,8 @@ below the stored position are skipped and the runner's state is restored from th
 
 from __future__ import annotations
 
-import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ import duckdb
 import pyarrow as pa
 
 from projections.stubs_schema import GLOBAL, STUB_DDL
+from streams.clock import Clock, wall_clock_ms
 from streams.deadletter import DeadLetter
 from streams.stubs.errors import code_of
 from streams.stubs.events import StubDeleted, StubRefreshed, StubUpserted
@@ -27,7 +27,6 @@ from streams.stubs.records import StubRecord
 from streams.stubs.replay import StubDelta, StubKey, StubRunner, Vector
 from streams.stubs.settings import MatchPolicy, MatchSettings
 
-Clock = Callable[[], int]
 _STUB_COLS = ["channel", "stub_id", "title", "stub_text", "archive_path", "archive_tokens", "model", "dim", "refresh_source", "refresh_spec",
               "created_at_ms", "last_matched_at_ms", "last_refreshed_at_ms", "match_count", "deleted"]
 
@@ -220,11 +219,6 @@ def stored_settings(db: str | Path) -> MatchSettings | None:
     if not {"threshold", "top_n", "token_budget"} <= rows.keys():
         return None
     return MatchSettings(threshold=float(rows["threshold"]), top_n=int(rows["top_n"]), token_budget=int(rows["token_budget"]))
-
-
-def wall_clock_ms() -> int:
-    """The wall clock in epoch ms (only stamps dead letters, never event time)."""
-    return time.time_ns() // 1_000_000
 
 
 @dataclass

@@ -13,7 +13,6 @@ table is plain and keys are evicted by event-time watermark.
 
 from __future__ import annotations
 
-import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +21,7 @@ from typing import Any
 import faust
 
 from streams.capture import Capture
+from streams.clock import wall_clock_ms
 from streams.codec import capture_from_json, capture_to_json, frame_event_to_json
 from streams.deadletter import DeadLetter, RejectedInput
 from streams.dedup import DedupCore
@@ -29,11 +29,6 @@ from streams.settings import Settings
 from streams.steps import Position, route_hook_record
 from streams.topics import Topics, partition_for
 from streams.workdir import claim_worker_dir
-
-
-def now_ms() -> int:
-    """Wall clock in epoch ms, used only to stamp dead letters."""
-    return time.time_ns() // 1_000_000
 
 
 @dataclass
@@ -120,7 +115,7 @@ def create_app(
         async for event in stream.events():
             m = event.message
             pos = Position(m.topic, m.partition, m.offset, int(m.timestamp * 1000))
-            out = route_hook_record(event.value, pos, settings, now_ms())
+            out = route_hook_record(event.value, pos, settings, wall_clock_ms())
             if isinstance(out, Capture):
                 key = out.key.encode()
                 await captures.send(key=key, value=capture_to_json(out), partition=partition_for(key, n))
@@ -148,7 +143,7 @@ def create_app(
             try:
                 cap = capture_from_json(event.value)
             except RejectedInput as e:
-                await send_dead(DeadLetter.of(e, event.value or b"", m.topic, m.partition, m.offset, now_ms()))
+                await send_dead(DeadLetter.of(e, event.value or b"", m.topic, m.partition, m.offset, wall_clock_ms()))
                 yield None
                 continue
             fe = core_for(m.partition).process(cap)

@@ -16,24 +16,13 @@ from hivestream.stubs_cli import stubs_app
 from streams.stubs.events import MessageEmbedded, StubUpserted, encode_embedding
 from streams.stubs.log import read_log, write_log
 from streams.stubs.sqlite_import import DEFAULT_MODEL
+from tests.stub_fixtures import SCHEMA
 from tests.test_stub_projection import db_rows, scenario
 
 app = typer.Typer()
 app.add_typer(stubs_app, name="stubs")
 runner = CliRunner()
 
-SCHEMA = """CREATE TABLE stubs (
-    id INTEGER PRIMARY KEY,
-    title TEXT,
-    stub_text TEXT,
-    archive_path TEXT,
-    embedding BLOB,
-    created_at TEXT,
-    last_matched_at TEXT,
-    match_count INTEGER,
-    refresh_source TEXT,
-    last_refreshed_at TEXT
-)"""
 DIM = 3072
 ROWS = [  # id, title, last_matched_at, match_count, refresh_source, last_refreshed_at
     (1, "Tracking-stack", "2026-05-03T18:01:02Z", 12, '{"type":"file-watch","path":"/workspace/project/x.md"}', "2026-05-04T03:20:00Z"),

@@ -15,19 +15,8 @@ from streams.stubs.errors import StubError, code_of
 from streams.stubs.events import MessageEmbedded, encode_embedding
 from streams.stubs.matcher import StubIndex, to_matched_events
 from streams.stubs.sqlite_import import DEFAULT_MODEL, iter_stub_rows, read_stubs_db
+from tests.stub_fixtures import SCHEMA
 
-SCHEMA = """CREATE TABLE stubs (
-    id INTEGER PRIMARY KEY,
-    title TEXT,
-    stub_text TEXT,
-    archive_path TEXT,
-    embedding BLOB,
-    created_at TEXT,
-    last_matched_at TEXT,
-    match_count INTEGER,
-    refresh_source TEXT,
-    last_refreshed_at TEXT
-)"""
 DIM = 3072
 
 ROWS = [  # id, title, created_at, last_matched_at, match_count, refresh_source, last_refreshed_at
