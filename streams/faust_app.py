@@ -13,6 +13,7 @@ table is plain and keys are evicted by event-time watermark.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -158,4 +159,11 @@ def run_worker(h: HivestreamApp, loglevel: str = "warning") -> None:
     """Run a faust worker for ``h`` until it is stopped (SIGTERM/SIGINT); blocks."""
     from faust.worker import Worker
 
-    Worker(h.app, loglevel=loglevel, quiet=True).execute_from_commandline()
+    class _Worker(Worker):  # type: ignore[misc]
+        def on_setup_root_logger(self, logger: logging.Logger, level: int) -> None:
+            # mode leaves the root logger at DEBUG and filters in the handler, so every debug
+            # call of faust builds a LogRecord per event; set the level on the logger itself.
+            super().on_setup_root_logger(logger, level)
+            logger.setLevel(level)
+
+    _Worker(h.app, loglevel=loglevel, quiet=True).execute_from_commandline()
