@@ -65,18 +65,22 @@ QUERIES: dict[str, NamedQuery] = {
 }
 
 
-def run_query(con: duckdb.DuckDBPyConnection, name: str) -> tuple[list[str], list[tuple[object, ...]]]:
-    """Run the named query on ``con``.
+def run_query(
+    con: duckdb.DuckDBPyConnection, name: str, queries: dict[str, NamedQuery] | None = None
+) -> tuple[list[str], list[tuple[object, ...]]]:
+    """Run the named query of ``queries`` (default: the frames queries, :data:`QUERIES`) on ``con``.
 
     Returns:
         (column names, rows).
 
     Raises:
         KeyError: for an unknown name (the message lists the known ones).
+        duckdb.Error: when the file lacks the tables the query reads.
     """
-    if name not in QUERIES:
-        raise KeyError(f"unknown query {name!r}; known: {', '.join(sorted(QUERIES))}")
-    cur = con.execute(QUERIES[name].sql)
+    queries = QUERIES if queries is None else queries
+    if name not in queries:
+        raise KeyError(f"unknown query {name!r}; known: {', '.join(sorted(queries))}")
+    cur = con.execute(queries[name].sql)
     cols = [d[0] for d in cur.description or []]
     return cols, cur.fetchall()
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import duckdb
 
-from projections.queries import NamedQuery
+from projections.queries import NamedQuery, run_query
 
 DAY_MS = 86_400_000
 STALE_GRACE_MS = 2 * 3_600_000
@@ -95,16 +95,9 @@ STUB_QUERIES: dict[str, NamedQuery] = {
 
 
 def run_stub_query(con: duckdb.DuckDBPyConnection, name: str) -> tuple[list[str], list[tuple[object, ...]]]:
-    """Run the named stub query on ``con``.
-
-    Returns:
-        (column names, rows).
+    """Run the named stub query on ``con`` (see :func:`projections.queries.run_query`).
 
     Raises:
-        KeyError: for an unknown name (the message lists the known ones).
-        duckdb.Error: when the file has no stub tables.
+        KeyError: for an unknown name; duckdb.Error: when the file has no stub tables.
     """
-    if name not in STUB_QUERIES:
-        raise KeyError(f"unknown stub query {name!r}; known: {', '.join(sorted(STUB_QUERIES))}")
-    cur = con.execute(STUB_QUERIES[name].sql)
-    return [d[0] for d in cur.description or []], cur.fetchall()
+    return run_query(con, name, STUB_QUERIES)
