@@ -208,3 +208,12 @@ def dead_letter_reasons(db: Path) -> list[str]:
 def dumps(rows: object) -> str:
     """Stable text of query results (byte-for-byte comparison)."""
     return json.dumps(rows, default=str, sort_keys=True)
+
+
+def run_worker_until_done(bootstrap: str, topics: Topics, data_dir: Path, log: Path | None = None) -> None:
+    """Start one ``hivestream worker``, wait until it has caught up, stop it."""
+    w = start_worker(bootstrap, topics.namespace, data_dir, log=log)
+    try:
+        wait_worker_done(bootstrap, topics)
+    finally:
+        stop(w)

@@ -35,6 +35,7 @@ from tests.kafka_harness import (
     mixed_lines,
     produce,
     project_all,
+    run_worker_until_done,
     start_worker,
     stop,
     unique_namespace,
@@ -71,11 +72,7 @@ def live(kafka_bootstrap: str, workload: dict[str, Any]) -> dict[str, Any]:
     """One uninterrupted worker run and its projection."""
     topics = run_namespace(kafka_bootstrap, workload, "live")
     d: Path = workload["dir"]
-    w = start_worker(kafka_bootstrap, topics.namespace, d / "w-live", log=d / "w-live.log")
-    try:
-        wait_worker_done(kafka_bootstrap, topics)
-    finally:
-        stop(w)
+    run_worker_until_done(kafka_bootstrap, topics, d / "w-live", log=d / "w-live.log")
     db = d / "live.duckdb"
     project_all(kafka_bootstrap, topics, db)
     return {"topics": topics, "db": db}
@@ -111,11 +108,7 @@ def test_kill9_of_the_worker_mid_stream(kafka_bootstrap: str, workload: dict[str
             wait_until(lambda t=target: end_offset_sum(kafka_bootstrap, topics.frames) >= t, 180, f"{target} frame events")
         finally:
             kill9(w)
-    w = start_worker(kafka_bootstrap, topics.namespace, d / "w-kill", log=d / "w-kill.log")
-    try:
-        wait_worker_done(kafka_bootstrap, topics)
-    finally:
-        stop(w)
+    run_worker_until_done(kafka_bootstrap, topics, d / "w-kill", log=d / "w-kill.log")
     db = d / "kill.duckdb"
     project_all(kafka_bootstrap, topics, db)
     assert frame_tables(db) == frame_tables(live["db"])
@@ -185,11 +178,7 @@ def test_a_month_old_log_gives_the_same_frames(kafka_bootstrap: str, tmp_path: P
     topics = Topics(unique_namespace("old"))
     create_topics(kafka_bootstrap, topics)
     produce(kafka_bootstrap, topics.hook_events, mixed_lines(old, bad=[]))
-    w = start_worker(kafka_bootstrap, topics.namespace, tmp_path / "w-old")
-    try:
-        wait_worker_done(kafka_bootstrap, topics)
-    finally:
-        stop(w)
+    run_worker_until_done(kafka_bootstrap, topics, tmp_path / "w-old")
     db = tmp_path / "old.duckdb"
     project_all(kafka_bootstrap, topics, db)
     got, want = frame_tables(db)["frames"], frame_tables(live_db)["frames"]
@@ -213,11 +202,7 @@ def test_cli_produce_worker_project_and_reprocess(kafka_bootstrap: str, tmp_path
     common = ["--bootstrap", kafka_bootstrap, "--namespace", topics.namespace]
     res = _cli("produce", *corpus, "--gateway", *common)
     assert "produced" in res.stdout and "events/s" in res.stdout
-    w = start_worker(kafka_bootstrap, topics.namespace, tmp_path / "w")
-    try:
-        wait_worker_done(kafka_bootstrap, topics)
-    finally:
-        stop(w)
+    run_worker_until_done(kafka_bootstrap, topics, tmp_path / "w")
     _cli("project", "--db", str(tmp_path / "k.duckdb"), "--idle-exit", "3", *common)
     _cli("run", *corpus, "--gateway", "--db", str(tmp_path / "e.duckdb"))
     assert frame_tables(tmp_path / "k.duckdb") == frame_tables(tmp_path / "e.duckdb")
