@@ -15,6 +15,7 @@ from pydantic import ValidationError
 from rich.console import Console
 
 from hivestream.console import table
+from hivestream.kafka_opts import BootstrapOpt, NamespaceOpt, PartitionsOpt, kafka_settings
 from hivestream.runner import RunReport, run_files
 from hivestream.stubs_cli import stubs_app
 from projections.queries import QUERIES, open_for_reading, run_query
@@ -212,28 +213,12 @@ def main() -> None:
 
 
 # --- the Kafka path -----------------------------------------------------------------------
-BootstrapOpt = Annotated[str | None, typer.Option("--bootstrap", help="Kafka bootstrap servers (default: KAFKA_BOOTSTRAP_SERVERS or 127.0.0.1:19092)")]
-NamespaceOpt = Annotated[str | None, typer.Option("--namespace", help="topic namespace (default: hivestream)")]
-PartitionsOpt = Annotated[int | None, typer.Option("--partitions", help="partitions of the topics created (default 4)")]
-
-
-def _kafka_settings(bootstrap: str | None, namespace: str | None, partitions: int | None, **more: object) -> Settings:
-    overrides: dict[str, object] = {k: v for k, v in more.items() if v is not None}
-    if bootstrap:
-        overrides["kafka_bootstrap_servers"] = bootstrap
-    if namespace:
-        overrides["topic_namespace"] = namespace
-    if partitions:
-        overrides["partitions"] = partitions
-    return Settings(**overrides)  # type: ignore[arg-type]
-
-
 @app.command()
 def topics(bootstrap: BootstrapOpt = None, namespace: NamespaceOpt = None, partitions: PartitionsOpt = None) -> None:
     """Create hivestream's topics (idempotent)."""
     from streams.topics import Topics, ensure_topics
 
-    s = _kafka_settings(bootstrap, namespace, partitions)
+    s = kafka_settings(bootstrap, namespace, partitions)
     created = ensure_topics(s.kafka_bootstrap_servers, Topics(s.topic_namespace).specs(s.partitions))
     out.print(f"created: {', '.join(created) or 'none (all exist)'}")
 
@@ -255,7 +240,7 @@ def produce(
     from streams.producer import make_producer, produce_files
     from streams.topics import Topics, ensure_topics
 
-    s = _kafka_settings(bootstrap, namespace, partitions)
+    s = kafka_settings(bootstrap, namespace, partitions)
     t = Topics(s.topic_namespace)
     ensure_topics(s.kafka_bootstrap_servers, t.specs(s.partitions))
     paths = _expand(files)
@@ -306,7 +291,7 @@ def worker(
     from streams.faust_app import create_app, run_worker
     from streams.topics import Topics, ensure_topics
 
-    s = _kafka_settings(bootstrap, namespace, partitions, window_ms=window_ms, key_strategy=key_strategy)
+    s = kafka_settings(bootstrap, namespace, partitions, window_ms=window_ms, key_strategy=key_strategy)
     ensure_topics(s.kafka_bootstrap_servers, Topics(s.topic_namespace, frames_version).specs(s.partitions))
     h = create_app(s, store=store, frames_version=frames_version, data_dir=str(data_dir))
     run_worker(h, loglevel=loglevel)
@@ -360,7 +345,7 @@ def project(
     from projections.projector import Projector
     from projections.sink import DuckSink
 
-    s = _kafka_settings(bootstrap, namespace, partitions)
+    s = kafka_settings(bootstrap, namespace, partitions)
     sink, proj = _projector(s, db, frames_version, snapshot_every_s)
     assert isinstance(sink, DuckSink) and isinstance(proj, Projector)
     stop = {"flag": False}
@@ -394,7 +379,7 @@ def replay(
     from projections.projector import Projector, ProjectorReport
     from projections.sink import DuckSink
 
-    s = _kafka_settings(bootstrap, namespace, partitions)
+    s = kafka_settings(bootstrap, namespace, partitions)
     ensure_not_held(db)
     tmp = db.with_name(db.name + ".replay-tmp")
     tmp.unlink(missing_ok=True)

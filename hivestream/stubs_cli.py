@@ -295,3 +295,12 @@ def demo_cmd(
         rows.append((mid, topic or "(off-topic)", got or "(nothing)", f"{m.similarity:.3f}" if m else ""))
     out.print(table(f"stub demo: all-MiniLM-L6-v2, threshold {threshold}", ["message", "meant", "matched", "similarity"], rows))
     _say(f"{hits}/{len(intended)} messages matched the stub their author meant (off-topic ones should match nothing)")
+
+
+def _register_kafka_commands() -> None:
+    from hivestream.stubs_kafka_cli import register
+
+    register(stubs_app)
+
+
+_register_kafka_commands()

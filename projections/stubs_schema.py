@@ -72,10 +72,13 @@ STUB_DDL = [
         PRIMARY KEY (input, src_offset, event_key)
     )""",
     """CREATE TABLE IF NOT EXISTS stub_positions (
-        input VARCHAR NOT NULL,              -- file:<path> or stubs-db:<path>
+        input VARCHAR NOT NULL,              -- file:<path>, stubs-db:<path>, or a topic
         src_partition INTEGER NOT NULL,
         next_offset BIGINT NOT NULL,         -- first offset not yet applied
         PRIMARY KEY (input, src_partition)
+    )""",
+    """CREATE TABLE IF NOT EXISTS stub_applied_events (
+        event_id VARCHAR PRIMARY KEY         -- Kafka path: stub state events applied once (global ones arrive once per partition)
     )""",
     """CREATE TABLE IF NOT EXISTS stub_meta (
         key VARCHAR PRIMARY KEY,             -- threshold, top_n, token_budget of the runs

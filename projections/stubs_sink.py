@@ -80,10 +80,19 @@ class StubSink:
                 raise StubMetaMismatch(f"{self.path} was built with {k}={have[k]}, not {v}: use a new --db file")
         self.con.executemany("INSERT INTO stub_meta VALUES (?, ?) ON CONFLICT DO NOTHING", list(want.items()))
 
-    def position(self, input_name: str) -> int:
-        """The first offset of ``input_name`` not yet applied (0 when none)."""
-        row = self.con.execute("SELECT next_offset FROM stub_positions WHERE input = ? AND src_partition = 0", [input_name]).fetchone()
+    def position(self, input_name: str, partition: int = 0) -> int:
+        """The first offset of ``input_name`` (a file, or a topic with its ``partition``) not yet applied (0 when none)."""
+        row = self.con.execute("SELECT next_offset FROM stub_positions WHERE input = ? AND src_partition = ?", [input_name, partition]).fetchone()
         return int(row[0]) if row else 0
+
+    def applied_event_ids(self) -> set[str]:
+        """Ids of the stub state events the Kafka projector has applied (see :mod:`streams.stubs.output_fold`)."""
+        return {r[0] for r in self.con.execute("SELECT event_id FROM stub_applied_events").fetchall()}
+
+    def match_keys(self) -> set[tuple[str, str, str | None, int]]:
+        """``(message_id, channel, stub channel, stub id)`` of every stored match (stub channel ``None`` = global)."""
+        rows = self.con.execute("SELECT message_id, channel, stub_channel, stub_id FROM stub_matches").fetchall()
+        return {(m, c, _unscope(sc), int(i)) for m, c, sc, i in rows}
 
     def load_runner(self, policy: MatchPolicy) -> StubRunner:
         """A :class:`StubRunner` holding the stored stub state and the processed message keys."""
@@ -96,8 +105,12 @@ class StubSink:
         runner.restore([r for r, gone in recs if not gone], vecs, [r for r, gone in recs if gone])
         return runner
 
-    def apply_batch(self, runner: StubRunner, delta: StubDelta, positions: Mapping[str, int], clock: Clock) -> None:
+    def apply_batch(self, runner: StubRunner, delta: StubDelta, positions: Mapping[str, int] | Mapping[tuple[str, int], int], clock: Clock,
+                    applied_event_ids: Iterable[str] = ()) -> None:
         """Write one drained ``delta`` (with ``runner``'s current state of the touched stubs) and ``positions`` in one transaction.
+
+        ``positions`` maps an input (a file: partition 0) or an ``(input, partition)`` pair to its
+        next offset; ``applied_event_ids`` are stub state events applied in this batch (Kafka path).
 
         Raises:
             duckdb.Error: on a database failure; the transaction is rolled back.
@@ -132,9 +145,13 @@ class StubSink:
                 dls = [DeadLetter.of(r.error, r.raw, r.source, 0, r.offset, now, r.event_id) for r in delta.rejections]
                 con.executemany("INSERT INTO stub_dead_letters VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
                                 [[d.source, d.offset, d.event_id, str(d.reason), d.detail, d.original(), d.time_ms] for d in dls])
+            applied = sorted(set(applied_event_ids))
+            if applied:
+                con.executemany("INSERT INTO stub_applied_events VALUES (?) ON CONFLICT DO NOTHING", [[e] for e in applied])
             if positions:
-                con.executemany("""INSERT INTO stub_positions VALUES (?, 0, ?) ON CONFLICT DO UPDATE
-                                   SET next_offset = greatest(next_offset, excluded.next_offset)""", [[i, o] for i, o in positions.items()])
+                rows = [[*(k if isinstance(k, tuple) else (k, 0)), o] for k, o in positions.items()]
+                con.executemany("""INSERT INTO stub_positions VALUES (?, ?, ?) ON CONFLICT DO UPDATE
+                                   SET next_offset = greatest(next_offset, excluded.next_offset)""", rows)
             con.execute("COMMIT")
         except BaseException:
             con.execute("ROLLBACK")

@@ -157,6 +157,11 @@ def create_app(
 
 def run_worker(h: HivestreamApp, loglevel: str = "warning") -> None:
     """Run a faust worker for ``h`` until it is stopped (SIGTERM/SIGINT); blocks."""
+    run_app(h.app, loglevel)
+
+
+def run_app(app: faust.App, loglevel: str = "warning") -> None:
+    """Run a faust worker for ``app`` until it is stopped (SIGTERM/SIGINT); blocks."""
     from faust.worker import Worker
 
     class _Worker(Worker):  # type: ignore[misc]
@@ -166,4 +171,4 @@ def run_worker(h: HivestreamApp, loglevel: str = "warning") -> None:
             super().on_setup_root_logger(logger, level)
             logger.setLevel(level)
 
-    _Worker(h.app, loglevel=loglevel, quiet=True).execute_from_commandline()
+    _Worker(app, loglevel=loglevel, quiet=True).execute_from_commandline()

@@ -10,6 +10,14 @@ Topics (``<ns>`` is :attr:`streams.settings.Settings.topic_namespace`):
   created / touched events keyed by dedup key; retention unlimited, it feeds the projector.
 * ``<ns>.dead-letter``: rejected records with the original bytes, source topic, partition,
   offset, reason and time.
+
+Memory stubs (:meth:`Topics.stub_specs`):
+
+* ``<ns>.stub-events``: stub events and message embeddings keyed by channel; global stub
+  events are broadcast to every partition (:mod:`streams.stubs.routing`); retention unlimited.
+* ``<ns>.stub-matches``: the stub worker's ordered output, same partitioning (forwarded stub
+  state events, stub-matched events, one message-processed record per message).
+* ``<ns>.stub-dead-letter``: rejected stub records with their reasons.
 """
 
 from __future__ import annotations
@@ -64,6 +72,29 @@ class Topics:
     def dead_letter(self) -> str:
         """Rejected records with their reasons."""
         return f"{self.namespace}.dead-letter"
+
+    @property
+    def stub_events(self) -> str:
+        """Stub events and message embeddings (key: channel; global stub events on every partition)."""
+        return f"{self.namespace}.stub-events"
+
+    @property
+    def stub_matches(self) -> str:
+        """The stub worker's output, partitioned like :attr:`stub_events`."""
+        return f"{self.namespace}.stub-matches"
+
+    @property
+    def stub_dead_letter(self) -> str:
+        """Rejected stub records with their reasons."""
+        return f"{self.namespace}.stub-dead-letter"
+
+    def stub_specs(self, partitions: int) -> list[TopicSpec]:
+        """Specs of the memory-stub topics (``stub-events`` and ``stub-matches`` with ``partitions`` each)."""
+        return [
+            TopicSpec(self.stub_events, partitions, dict(UNLIMITED)),
+            TopicSpec(self.stub_matches, partitions, dict(UNLIMITED)),
+            TopicSpec(self.stub_dead_letter, 1, dict(UNLIMITED)),
+        ]
 
     def specs(self, partitions: int) -> list[TopicSpec]:
         """Specs of every topic, ``partitions`` each (dead-letter: 1, it is low volume)."""

@@ -1,0 +1,145 @@
+"""The stub worker's per-partition step: ``stub-events`` records in, ``stub-matches`` records out.
+
+``stub-events`` is keyed by channel, so a channel's stubs and messages share one partition and
+stay in order. Global stubs belong to every channel: the producer broadcasts each global stub
+event to every partition (:mod:`streams.stubs.routing`), so each partition holds its own copy
+of the global set and matches exactly as the embedded runner does at that point of the log.
+
+The step is pure apart from ``store``, a mutable mapping the worker backs with a faust table
+(changelog topic), so a restarted worker resumes with the same state:
+
+* ``[p, "stub", scope, id]`` → the stub's record and vector (deleted stubs are removed);
+* ``[p, "msg", channel, message_id]`` → the message's outcome and matches, so a message
+  processed again (at-least-once re-delivery, or state restored ahead of the committed offset)
+  re-emits the records it emitted the first time instead of matching again.
+
+A rejected global stub event is dead-lettered by partition 0 only (every partition rejects its
+copy the same way; one dead letter per input record). Never raises.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import MutableMapping
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from streams.deadletter import DeadLetter, Reason, RejectedInput
+from streams.steps import Position
+from streams.stubs.events import MessageEmbedded, StubDeleted, StubMatched, StubRefreshed, StubUpserted, parse_stub_event
+from streams.stubs.log import LogEntry
+from streams.stubs.outcome import MessageProcessed
+from streams.stubs.records import StubRecord
+from streams.stubs.replay import StubKey, StubRunner, Vector
+from streams.stubs.settings import MatchPolicy
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Emit:
+    """One ``stub-matches`` record: ``key`` = the channel (UTF-8; ``b""`` for a global stub event), ``value`` = event JSON."""
+
+    key: bytes
+    value: bytes
+
+
+def _stub_key(p: int, key: StubKey) -> str:
+    return json.dumps([p, "stub", key[0], key[1]])
+
+
+def _msg_key(p: int, channel: str, message_id: str) -> str:
+    return json.dumps([p, "msg", channel, message_id])
+
+
+class StubPartitionStep:
+    """The matcher state and processing of one ``stub-events`` partition.
+
+    Args:
+        partition: the partition number (part of every ``store`` key).
+        policy: threshold, top N and token budget (per channel).
+        store: the persistent state (a faust table in the worker, a dict in tests); values are
+            JSON-able dicts. Restored on construction.
+    """
+
+    def __init__(self, partition: int, policy: MatchPolicy, store: MutableMapping[str, Any]) -> None:
+        self.partition = partition
+        self.store = store
+        self.runner = StubRunner(policy)
+        records: list[StubRecord] = []
+        vectors: dict[StubKey, Vector] = {}
+        for k, v in list(store.items()):
+            parts = json.loads(k)
+            if parts[0] != partition or parts[1] != "stub" or v is None:
+                continue
+            rec = StubRecord(**v["record"])
+            records.append(rec)
+            vectors[(rec.channel, rec.stub_id)] = Vector(**v["vector"])
+        self.restore_rejections = self.runner.restore(records, vectors)
+
+    def process(self, raw: bytes | None, pos: Position, now_ms: int) -> list[Emit | DeadLetter]:
+        """Process one ``stub-events`` record.
+
+        Returns:
+            The records to write, in order: :class:`Emit` items for ``stub-matches`` (same
+            partition) and :class:`DeadLetter` items for the stub dead-letter topic. Never raises.
+        """
+        data = raw or b""
+        event_id = ""
+        try:
+            if not data:
+                raise RejectedInput(Reason.MALFORMED_JSON, "empty record value (a null value / tombstone)")
+            ev = parse_stub_event(data)
+            event_id = ev.event_id
+            if isinstance(ev, MessageEmbedded):
+                return self._message(ev, data, pos, now_ms)
+            if isinstance(ev, StubMatched):
+                log.debug("runtime-recorded stub-matched %s is not applied (the worker computes its own)", ev.event_id)
+                return []
+            return self._state(ev, data, pos, now_ms)
+        except RejectedInput as e:
+            return [DeadLetter.of(e, data, pos.topic, pos.partition, pos.offset, now_ms, event_id=event_id)]
+        except Exception as e:  # a bug must not stop the stream
+            log.exception("stub processing error at %s[%d]@%d", pos.topic, pos.partition, pos.offset)
+            err = RejectedInput(Reason.PROCESSING_ERROR, f"{type(e).__name__}: {e}")
+            return [DeadLetter.of(err, data, pos.topic, pos.partition, pos.offset, now_ms, event_id=event_id)]
+
+    def _state(self, ev: StubUpserted | StubRefreshed | StubDeleted, data: bytes, pos: Position, now_ms: int) -> list[Emit | DeadLetter]:
+        self.runner.feed(LogEntry(pos.topic, pos.offset, data, ev))
+        delta = self.runner.drain()
+        if delta.rejections:
+            if ev.channel is None and self.partition != 0:
+                return []  # partition 0 dead-letters its copy of the broadcast
+            r = delta.rejections[0]
+            return [DeadLetter.of(r.error, data, pos.topic, pos.partition, pos.offset, now_ms, event_id=ev.event_id)]
+        key: StubKey = (ev.channel, ev.stub_id)
+        rec = self.runner.index.record(*key)
+        vec = self.runner.vectors.get(key)
+        if rec is None or vec is None:
+            self.store.pop(_stub_key(self.partition, key), None)
+        else:
+            self.store[_stub_key(self.partition, key)] = {"record": asdict(rec), "vector": asdict(vec)}
+        return [Emit((ev.channel or "").encode(), ev.model_dump_json().encode())]
+
+    def _message(self, m: MessageEmbedded, data: bytes, pos: Position, now_ms: int) -> list[Emit | DeadLetter]:
+        skey = _msg_key(self.partition, m.channel, m.message_id)
+        saved = self.store.get(skey)
+        if saved is None:
+            self.runner.feed(LogEntry(pos.topic, pos.offset, data, m))
+            delta = self.runner.drain()
+            if delta.rejections:
+                r = delta.rejections[0]
+                return [DeadLetter.of(r.error, data, pos.topic, pos.partition, pos.offset, now_ms, event_id=m.event_id)]
+            if not delta.messages:  # processed before this state was restored (cannot happen with a store)
+                return []
+            mr = delta.messages[0]
+            outcome = MessageProcessed(event_id=f"{m.event_id}/processed", event_time_ms=m.event_time_ms, message_event_id=m.event_id,
+                                       channel=m.channel, message_id=m.message_id, origin=mr.origin, match_count=mr.match_count,
+                                       tokens_injected=mr.tokens_injected, best_similarity=mr.best_similarity)
+            saved = {"matches": [e.model_dump(mode="json") for e in delta.matches], "outcome": outcome.model_dump(mode="json")}
+            self.store[skey] = saved
+        key = m.channel.encode()
+        out: list[Emit | DeadLetter] = [Emit(key, StubMatched(**d).model_dump_json().encode()) for d in saved["matches"]]
+        out.append(Emit(key, MessageProcessed(**saved["outcome"]).model_dump_json().encode()))
+        return out
