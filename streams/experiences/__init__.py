@@ -1,0 +1,1 @@
+"""KnowHub experiences: events, redaction, injection quarantine, dedup, extraction, search."""
