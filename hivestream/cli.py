@@ -16,6 +16,7 @@ from rich.console import Console
 
 from hivestream.console import table
 from hivestream.kafka_opts import BootstrapOpt, NamespaceOpt, PartitionsOpt, kafka_settings
+from hivestream.kb_cli import kb_app
 from hivestream.runner import RunReport, run_files
 from hivestream.stubs_cli import stubs_app
 from projections.queries import QUERIES, open_for_reading, run_query
@@ -26,6 +27,7 @@ from streams.settings import Settings
 app = typer.Typer(help="hivestream: dedup AI-agent memory captures into DuckDB projections.", no_args_is_help=True,
                   pretty_exceptions_enable=False)
 app.add_typer(stubs_app, name="stubs", help="memory stubs: import stubs.db, match, what-if, queries")
+app.add_typer(kb_app, name="kb", help="KnowHub experiences: run, project, submit, review, search, queries")
 out = Console(width=max(100, Console().width))
 err = Console(stderr=True)
 
@@ -237,6 +239,7 @@ def produce(
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
     from streams.clock import wall_clock_ms
+    from streams.experiences.settings import KbSettings
     from streams.producer import make_producer, produce_files
     from streams.topics import Topics, ensure_topics
 
@@ -254,7 +257,8 @@ def produce(
             prog.update(task, description=f"produced {n} events ({rate:,.0f} events/s)")
 
         try:
-            rep = produce_files(paths, producer, t, gateway=gateway, now_ms=wall_clock_ms, on_event=tick)
+            rep = produce_files(paths, producer, t, gateway=gateway, now_ms=wall_clock_ms, on_event=tick,
+                                   privacy_mode=KbSettings().privacy_mode)
         finally:
             producer.close()
     dt = _time.monotonic() - t0

@@ -13,6 +13,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from streams.adapters import adapt
+from streams.adapters.openclaw_plugin import KB_EVENT_TYPES
 from streams.deadletter import Reason, RejectedInput
 from streams.events import SCHEMA_VERSION, HookEvent
 from streams.jsstring import to_js_utf16
@@ -91,7 +92,7 @@ def decode_hook_record(raw: bytes, *, received_at_ms: int | None = None) -> Hook
         RejectedInput: with the reason; the caller dead-letters the record and goes on.
     """
     obj = parse_json_object(raw)
-    if "schema_version" in obj:
+    if "schema_version" in obj and obj.get("type") not in KB_EVENT_TYPES:  # a KnowHub event line is adapted, not validated here
         return validate_hook_event(obj)
     try:
         return adapt(obj, received_at_ms=received_at_ms)

@@ -12,6 +12,7 @@ from typing import Any
 from streams.adapters.claude_code import adapt_claude_code
 from streams.adapters.codex import adapt_codex_hook, adapt_codex_notify
 from streams.adapters.openclaw import adapt_openclaw
+from streams.adapters.openclaw_plugin import KB_EVENT_TYPES, PLUGIN_HOOKS, adapt_kb_line, adapt_openclaw_plugin
 from streams.deadletter import Reason, RejectedInput
 from streams.events import HookEvent, from_prefixed
 from streams.timeparse import parse_time_ms
@@ -37,7 +38,8 @@ def payload_time_ms(payload: dict[str, Any], default_ms: int | None) -> int:
 def detect_runtime(payload: dict[str, Any]) -> str:
     """Name the runtime a payload comes from.
 
-    Returns one of ``openclaw``, ``codex-notify``, ``codex``, ``claude-code``, ``prefixed``.
+    Returns one of ``openclaw``, ``openclaw-plugin``, ``knowhub``, ``codex-notify``, ``codex``,
+    ``claude-code``, ``prefixed``.
 
     Raises:
         RejectedInput: ``unknown_payload`` when the shape matches no adapter.
@@ -46,6 +48,10 @@ def detect_runtime(payload: dict[str, Any]) -> str:
     if isinstance(hint, str) and hint in {"openclaw", "codex", "codex-notify", "claude-code", "prefixed"}:
         return hint
     kind, action, event = payload.get("type"), payload.get("action"), payload.get("event")
+    if isinstance(payload.get("hook"), str) and payload["hook"] in PLUGIN_HOOKS:
+        return "openclaw-plugin"
+    if isinstance(kind, str) and kind in KB_EVENT_TYPES:
+        return "knowhub"
     if kind == "message" and isinstance(action, str) and action in {"received", "sent"}:
         return "openclaw"
     if isinstance(event, str) and event.startswith("message:"):
@@ -79,6 +85,10 @@ def adapt(payload: dict[str, Any], *, received_at_ms: int | None = None) -> Hook
     t = payload_time_ms(payload, received_at_ms)
     if runtime == "openclaw":
         return adapt_openclaw(payload, t)
+    if runtime == "openclaw-plugin":
+        return adapt_openclaw_plugin(payload, t)
+    if runtime == "knowhub":
+        return adapt_kb_line(payload, t)
     if runtime == "codex-notify":
         return adapt_codex_notify(payload, t)
     if runtime == "codex":

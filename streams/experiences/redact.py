@@ -173,6 +173,14 @@ _NOT_A_USER: Final = r"(?!(?i:shared|public|default(?: user)?|all users|guest|li
 _SECRET_NAME: Final = (
     r"(?i:secret(?:[_-]?key)?|password|passwd|token|api[_-]?key|access[_-]?key|private[_-]?key|signing[_-]?key|auth[_-]?key)"
 )
+# An identifier ending in a secret name, an optional closing quote, then ":" or "=".
+_SECRET_ASSIGN: Final = rf"[A-Za-z0-9_.\-]*?{_SECRET_NAME}\\?[\"']?(?P<sep>\s*[:=]\s*)"
+
+
+_SIGNED_DATE: Final = re.compile(r"\+\d{4,6}-\d{2}-\d{2}(?!\d)")
+_ZIP4: Final = re.compile(r"\d{5}-\d{4}")
+# A value that reads as code (``secret_key = s3_example``, ``token = self.token2``).
+_CODE_VALUE: Final = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")
 
 
 def _digits(m: re.Match[str]) -> int:
@@ -181,24 +189,29 @@ def _digits(m: re.Match[str]) -> int:
 
 def _accept_international(m: re.Match[str]) -> bool:
     """E.164 allows at most 15 digits; 8 is the shortest realistic international number. A
-    dot-separated number needs 3+ groups, so ``+37.774929`` (a coordinate) is not a phone."""
+    dot-separated number needs 3+ groups, so ``+37.774929`` (a coordinate) is not a phone, and
+    ``+1980-02-29`` (an ISO 8601 expanded year) is a date."""
     n = _digits(m)
-    if not 8 <= n <= 15:
+    if not 8 <= n <= 15 or _SIGNED_DATE.match(m.group(0)):
         return False
     groups = re.findall(r"\d+", m.group(0))
     return not ("." in m.group(0) and len(groups) < 3)
 
 
 def _accept_national(m: re.Match[str]) -> bool:
-    """European national numbers with the trunk ``0`` have 9–13 digits (dates have 8)."""
-    return 9 <= _digits(m) <= 13
+    """European national numbers with the trunk ``0`` have 9–13 digits (dates have 8); a US
+    ZIP+4 code (``02110-1301``) is not a phone."""
+    return 9 <= _digits(m) <= 13 and not _ZIP4.fullmatch(m.group(0))
 
 
 def _accept_secret(m: re.Match[str]) -> bool:
-    """An assigned credential mixes letters and digits; ``token: string`` or ``password=hunter``
-    (no digit) is code or prose."""
+    """An assigned credential mixes letters and digits (``token: string``, ``password=hunter``
+    are code or prose); an unquoted dotted / underscored identifier after `` = `` is code."""
     value = m.group("secret")
-    return any(ch.isdigit() for ch in value) and any(ch.isalpha() for ch in value)
+    if not (any(ch.isdigit() for ch in value) and any(ch.isalpha() for ch in value)):
+        return False
+    code_like = m.group("sep") != m.group("sep").strip() and "q" not in m.groupdict() and ("_" in value or "." in value)
+    return not (code_like and _CODE_VALUE.fullmatch(value))
 
 
 def _accept_email(m: re.Match[str]) -> bool:
@@ -241,14 +254,24 @@ _RULES: Final[tuple[_Rule, ...]] = (
             r"(?i:authorization)[\"']?\s*[:=]\s*[\"']?(?i:basic|token|bot)\s+(?P<secret>[A-Za-z0-9+/._~\-]{8,}=*)(?![A-Za-z0-9+/._~=\-])"
         ),
     ),
-    _Rule(PiiKind.URL_CREDENTIALS, re.compile(r"(?<=://)(?P<secret>[^\s/:@\[\]\"'<>]+:[^\s/@\[\]\"'<>]+)@")),
+    _Rule(PiiKind.URL_CREDENTIALS, re.compile(r"(?<=://)(?P<secret>[^\s/:@\[\]{}\"'<>]+:[^\s/@\[\]{}\"'<>]+)@")),
     # user:<placeholder>@ — the password was a provider token already replaced above.
-    _Rule(PiiKind.URL_CREDENTIALS, re.compile(r"(?<=://)(?P<secret>[^\s/:@\[\]\"'<>]+)(?=:\[REDACTED:[a-z_]+\]@)")),
+    _Rule(PiiKind.URL_CREDENTIALS, re.compile(r"(?<=://)(?P<secret>[^\s/:@\[\]{}\"'<>]+)(?=:\[REDACTED:[a-z_]+\]@)")),
+    # NAME = "value" / NAME: 'value' (JSON, YAML, code): the quoted value, spaces allowed.
     _Rule(
         PiiKind.SECRET,
         re.compile(
-            rf"(?<![A-Za-z0-9_.\-])[A-Za-z0-9_.\-]*?{_SECRET_NAME}[\"']?\s*[:=]\s*[\"']?"
-            r"(?P<secret>(?![$%<{*/~.])[^\s\"'`,;()\[\]{}<>]{8,4096}+)(?=[\s\"'`,;]|$)"
+            rf"(?<![A-Za-z0-9_.\-]){_SECRET_ASSIGN}\\?(?P<q>[\"'`])"
+            r"(?P<secret>(?![$%<{*/~.\[])[^\r\n\"'`\\]{8,4096}+)\\?(?P=q)"
+        ),
+        _accept_secret,
+    ),
+    # NAME=value (.env, shell, ini, YAML, query strings): the value up to a delimiter.
+    _Rule(
+        PiiKind.SECRET,
+        re.compile(
+            rf"(?<![A-Za-z0-9_.\-]){_SECRET_ASSIGN}"
+            r"(?P<secret>(?![$%<{*/~.\[\"'`])[^\s\"'`,;&()\[\]{}<>\\]{8,4096}+)(?=[\s\"'`,;&\\]|$)"
         ),
         _accept_secret,
     ),
@@ -270,21 +293,21 @@ _RULES: Final[tuple[_Rule, ...]] = (
     # Phones last. International: "+" and a country code, then digit groups.
     _Rule(
         PiiKind.PHONE,
-        re.compile(r"(?<![\w+])\+[1-9]\d{0,2}(?:[ .\-]?\(\d{1,4}\))?[ .\-]?\d+(?:[ .\-]\d+){0,6}(?!\w)(?![.\-]\d)"),
+        re.compile(r"(?<![\w+])(?<!\d:)\+[1-9]\d{0,2}(?:[ .\-]?\(\d{1,4}\))?[ .\-]?\d+(?:[ .\-]\d+){0,6}(?!\w)(?![.\-:]\d)"),
         _accept_international,
     ),
     # North American: (415) 555-0134, 415-555-0134, 415.555.0134, 415 555 0134, 1-800-555-0199.
     _Rule(
         PiiKind.PHONE,
-        re.compile(r"(?<![\w.+\-])(?:1[ .\-])?(?:\(\d{3}\) ?\d{3}[ .\-]|\d{3}(?P<s>[ .\-])\d{3}(?P=s))\d{4}(?!\w)(?![.\-]\d)"),
+        re.compile(r"(?<![\w.+\-])(?<!\d:)(?:1[ .\-])?(?:\(\d{3}\) ?\d{3}[ .\-]|\d{3}(?P<s>[ .\-])\d{3}(?P=s))\d{4}(?!\w)(?![.\-:]\d)"),
     ),
     # European national: trunk 0 and separators: 020 7946 0958, 07700 900123, 030 123456 78,
     # 030/12345678, (030) 1234 5678, 06 12 34 56 78, 06-12345678.
     _Rule(
         PiiKind.PHONE,
         re.compile(
-            r"(?<![\w.+/\-])(?<!\d[ ./\-])(?:\(0[1-9]\d{0,3}\) ?|0[1-9]\d{0,3}[ ./\-])\d{2,8}(?:(?P<s>[ .\-])\d{2,8}(?:(?P=s)\d{2,8}){0,2})?"
-            r"(?!\w)(?![ ./\-]\d{2})"
+            r"(?<![\w.+/\-])(?<!\d[ ./:\-])(?:\(0[1-9]\d{0,3}\) ?|0[1-9]\d{0,3}[ ./\-])\d{2,8}(?:(?P<s>[ .\-])\d{2,8}(?:(?P=s)\d{2,8}){0,2})?"
+            r"(?!\w)(?![ ./\-]\d{2})(?!:\d)"
         ),
         _accept_national,
     ),

@@ -1,0 +1,269 @@
+"""Hook events → KnowHub events (pure, with the reminder counter's state injected).
+
+What each hook event becomes:
+
+* a ``kb_submit`` tool call (OpenClaw ``after_tool_call``; Claude Code / Codex ``PostToolUse``,
+  MCP-prefixed names such as ``mcp__knowhub__kb_submit`` included) → :class:`ExperienceSubmitted`,
+  built by :func:`streams.experiences.build.build_experience` (redacted, flagged, keyed);
+* ``kb_search`` → :class:`KbSearchPerformed` (query redacted; hits counted from the tool result);
+  ``kb_content`` → :class:`KbContentFetched`;
+* OpenClaw ``before_agent_start``, ``before_prompt_build`` and ``agent_end`` →
+  :class:`KbPluginHook` markers, which the fold turns into reminders (see
+  :mod:`streams.experiences.fold`);
+* ``agent_end`` with messages, when extraction is enabled → an :class:`ExtractionRequest` whose
+  chat payload is already built and redacted, so it can be written to a topic;
+* a KnowHub event line (source ``knowhub``) → that event, rebuilt through the same redaction.
+
+A failed tool call (``PostToolUseFailure``, or ``event.error`` set) submits nothing. A kb call
+whose arguments are unusable raises :class:`RejectedInput` with a detail free of raw text.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+
+from streams.deadletter import Reason, RejectedInput
+from streams.events import HookEvent, stable_id
+from streams.experiences.build import build_experience, safe_text
+from streams.experiences.events import (
+    ExperienceExtracted,
+    ExperienceReviewed,
+    ExperienceSubmitted,
+    KbContentFetched,
+    KbEvent,
+    KbPluginHook,
+    KbReminderInjected,
+    KbSearchPerformed,
+)
+from streams.experiences.extract import build_messages
+from streams.experiences.redact import redact
+from streams.experiences.scrub import COUNTS_KEY, prior_counts, scrub_kb_event
+from streams.experiences.settings import KbSettings
+
+_SPLIT = re.compile(r"__|[./:]")
+
+
+def kb_tool(name: object) -> str | None:
+    """``kb_submit`` / ``kb_search`` / ``kb_content`` when ``name`` is one of them (any MCP or
+    plugin prefix, ``-`` or ``_``, any case), else None."""
+    if not isinstance(name, str) or not name:
+        return None
+    last = _SPLIT.split(name.strip().lower().replace("-", "_"))[-1]
+    return last if last in {"kb_submit", "kb_search", "kb_content"} else None
+
+
+@dataclass(frozen=True)
+class ExtractionRequest:
+    """An ``agent_end`` to run the extractor on.
+
+    Attributes:
+        request_id: the ``agent_end`` hook event id.
+        event_time_ms: its event time (epoch ms).
+        agent_id, session_key: provenance for the extracted experiences (redacted).
+        chat: the chat-completions ``messages`` payload, redacted in strict mode.
+    """
+
+    request_id: str
+    event_time_ms: int
+    agent_id: str
+    session_key: str
+    chat: list[dict[str, str]]
+
+    def to_json(self) -> bytes:
+        """The ``kb-extract`` topic value."""
+        return json.dumps({"schema_version": 1, "request_id": self.request_id, "event_time_ms": self.event_time_ms, "agent_id": self.agent_id,
+                           "session_key": self.session_key, "chat": self.chat}, ensure_ascii=False).encode()
+
+    @classmethod
+    def from_json(cls, raw: bytes) -> ExtractionRequest:
+        """Parse a ``kb-extract`` record.
+
+        Raises:
+            RejectedInput: ``malformed_json`` / ``wrong_shape``.
+        """
+        try:
+            d = json.loads(raw)
+            if not isinstance(d, dict) or d.get("schema_version") != 1:
+                raise RejectedInput(Reason.WRONG_SHAPE, "kb-extract record: not a schema_version 1 object")
+            chat = d["chat"]
+            if not isinstance(chat, list) or not all(isinstance(m, dict) for m in chat):
+                raise RejectedInput(Reason.WRONG_SHAPE, "kb-extract record: chat must be a list of objects")
+            return cls(str(d["request_id"]), int(d["event_time_ms"]), str(d["agent_id"]), str(d["session_key"]), chat)
+        except (ValueError, UnicodeDecodeError, RecursionError) as e:
+            if isinstance(e, RejectedInput):
+                raise
+            raise RejectedInput(Reason.MALFORMED_JSON, f"kb-extract record is not JSON: {type(e).__name__}") from e
+        except (KeyError, TypeError) as e:
+            raise RejectedInput(Reason.MISSING_FIELD, f"kb-extract record: missing {e}") from e
+
+
+Derived = KbEvent | ExtractionRequest
+
+
+def _tool_call(ev: HookEvent) -> tuple[str, Any, Any, str] | None:
+    """(kb tool, arguments, result, agent id) of a successful kb tool call, else None."""
+    raw = ev.raw or {}
+    if ev.native_event == "after_tool_call":
+        event, ctx = raw.get("event") or {}, raw.get("ctx") or {}
+        tool = kb_tool(event.get("toolName") or ctx.get("toolName"))
+        if tool is None or event.get("error"):
+            return None
+        return tool, event.get("params"), event.get("result"), str(ctx.get("agentId") or "")
+    if ev.native_event == "PostToolUse":
+        tool = kb_tool(raw.get("tool_name"))
+        if tool is None:
+            return None
+        return tool, raw.get("tool_input"), raw.get("tool_response"), str(raw.get("agent_id") or "")
+    return None
+
+
+def _args(value: Any) -> dict[str, Any]:
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except (ValueError, RecursionError):
+            raise RejectedInput(Reason.MALFORMED_JSON, "kb tool arguments are a string that is not JSON") from None
+    if not isinstance(value, dict):
+        raise RejectedInput(Reason.WRONG_SHAPE, f"kb tool arguments must be an object, got {type(value).__name__}")
+    return value
+
+
+def hit_count(result: Any) -> int | None:
+    """Hits in a ``kb_search`` result: a list's length, ``results``/``experiences``/``hits``
+    lists, a ``count``/``total``/``hit_count`` number, MCP ``content`` text holding JSON; else None."""
+    if isinstance(result, str):
+        try:
+            return hit_count(json.loads(result))
+        except (ValueError, RecursionError):
+            return None
+    if isinstance(result, list):
+        if result and all(isinstance(b, dict) and b.get("type") == "text" for b in result):
+            return hit_count(result[0].get("text"))
+        return len(result)
+    if isinstance(result, dict):
+        for k in ("results", "experiences", "hits", "items"):
+            if isinstance(result.get(k), list):
+                return len(result[k])
+        for k in ("count", "total", "hit_count"):
+            v = result.get(k)
+            if isinstance(v, int) and not isinstance(v, bool) and v >= 0:
+                return v
+        if isinstance(result.get("content"), list):
+            return hit_count(result["content"])
+    return None
+
+
+class KbDeriver:
+    """Derives KnowHub events from hook events.
+
+    Args:
+        settings: privacy mode, approval, extraction switch.
+    """
+
+    def __init__(self, settings: KbSettings) -> None:
+        self.settings = settings
+
+    def derive(self, ev: HookEvent) -> list[Derived]:
+        """The KnowHub events of one hook event (usually none).
+
+        Raises:
+            RejectedInput: a kb call or KnowHub line that cannot become an event (detail
+                redacted in strict mode).
+        """
+        mode = self.settings.privacy_mode
+        ev = scrub_kb_event(ev, mode)  # a no-op when `hivestream produce` scrubbed it already
+        if ev.source == "knowhub":
+            return [self._with_counts(self._kb_line(ev), ev)]
+        raw = ev.raw or {}
+        ctx = raw.get("ctx") if isinstance(raw.get("ctx"), dict) else {}
+        agent = safe_text(str((ctx or {}).get("agentId") or ""), mode)
+        session_key = safe_text(str((ctx or {}).get("sessionKey") or ev.session), mode)
+        if ev.native_event in ("before_agent_start", "before_prompt_build", "agent_end") and ev.source == "openclaw":
+            out: list[Derived] = [KbPluginHook(event_id=stable_id(ev.event_id, "hook"), event_time_ms=ev.event_time_ms, session_key=session_key,
+                                               agent_id=agent, hook=ev.native_event)]  # type: ignore[arg-type]
+            if ev.native_event != "agent_end":
+                return out
+            messages = (raw.get("event") or {}).get("messages")
+            if not self.settings.extraction_enabled or not isinstance(messages, list) or not messages:
+                return out
+            chat = build_messages([m for m in messages if isinstance(m, dict)], redactor=lambda s: redact(s, mode).text)
+            return [*out, ExtractionRequest(ev.event_id, ev.event_time_ms, agent, session_key, chat)]
+        call = _tool_call(ev)
+        if call is None:
+            return []
+        tool, args_raw, result, call_agent = call
+        args = _args(args_raw)
+        caller = call_agent or agent or ev.source
+        agent_id = safe_text(str((args.get("agent_id") if tool == "kb_submit" else None) or caller), mode)
+        session_key = safe_text(ev.session if ev.source != "openclaw" else session_key, mode)
+        eid = stable_id(ev.event_id, tool)
+        if tool == "kb_submit":
+            return [self._with_counts(build_experience(args, event_id=eid, event_time_ms=ev.event_time_ms, settings=self.settings, agent_id=agent_id,
+                                                       submitted_by=str(args.get("submitted_by") or ""), session_key=session_key,
+                                                       source_tool=str((ev.raw or {}).get("tool_name") or "kb_submit"), runtime=ev.source), ev)]
+        if tool == "kb_search":
+            q = args.get("query", args.get("q", ""))
+            filt = args.get("agent_id")
+            return [KbSearchPerformed(event_id=eid, event_time_ms=ev.event_time_ms, session_key=session_key, agent_id=agent_id,
+                                      query=safe_text(str(q), mode)[:4000], agent_filter=safe_text(str(filt), mode) if filt else None,
+                                      hit_count=hit_count(result), runtime=ev.source)]
+        ref = args.get("id", args.get("experience_id", args.get("ref", "")))
+        return [KbContentFetched(event_id=eid, event_time_ms=ev.event_time_ms, session_key=session_key, agent_id=agent_id,
+                                 experience_ref=safe_text(str(ref), mode)[:400], runtime=ev.source)]
+
+    @staticmethod
+    def _with_counts(built: KbEvent, ev: HookEvent) -> KbEvent:
+        """Add the replacements the ingest scrub counted to an experience event's own."""
+        prior = prior_counts(ev.raw)
+        if not prior or not isinstance(built, ExperienceSubmitted | ExperienceExtracted):
+            return built
+        merged = dict(built.redactions)
+        for k, v in prior.items():
+            merged[k] = merged.get(k, 0) + v
+        return built.model_copy(update={"redactions": dict(sorted(merged.items()))})
+
+    def _kb_line(self, ev: HookEvent) -> KbEvent:
+        d = dict(ev.raw or {})
+        d.pop(COUNTS_KEY, None)
+        mode = self.settings.privacy_mode
+        kind = d.get("type")
+        eid, t = str(d.get("event_id")), ev.event_time_ms
+        if kind in ("experience-submitted", "experience-extracted"):
+            prov = {k: safe_text(str(d.get(k) or ""), mode) for k in ("agent_id", "submitted_by", "session_key", "source_tool")}
+            prov["runtime"] = str(d.get("runtime") or "cli")
+            prov["source_tool"] = prov["source_tool"] or "cli"
+            extracted_from = str(d.get("extracted_from") or eid) if kind == "experience-extracted" else None
+            built = build_experience(d, event_id=eid, event_time_ms=t, settings=self.settings, extracted_from=extracted_from,
+                                     model=str(d.get("model") or ""), **prov)
+            before = d.get("redactions")  # a line redacted earlier (kb submit) keeps the counts it was redacted with
+            if isinstance(before, dict) and all(isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) and v >= 0
+                                                for k, v in before.items()):
+                merged = dict(before)
+                for k, v in built.redactions.items():
+                    merged[k] = merged.get(k, 0) + v
+                built = built.model_copy(update={"redactions": merged})
+            return built
+        try:
+            if kind == "experience-reviewed":
+                d["reason"] = safe_text(str(d.get("reason") or ""), mode)
+                d["reviewer"] = safe_text(str(d.get("reviewer") or ""), mode)
+                return ExperienceReviewed.model_validate({**d, "event_time_ms": t})
+            if kind == "kb-search":
+                d["query"] = safe_text(str(d.get("query") or ""), mode)
+                return KbSearchPerformed.model_validate({**d, "event_time_ms": t})
+            if kind == "kb-content":
+                return KbContentFetched.model_validate({**d, "event_time_ms": t})
+            return KbReminderInjected.model_validate({**d, "event_time_ms": t})
+        except ValidationError as e:
+            errs = "; ".join(f"{'.'.join(map(str, err['loc']))}: {err['msg']}" for err in e.errors())
+            raise RejectedInput(Reason.WRONG_SHAPE, f"KnowHub event: {errs}") from e
+
+
+def experience_events(derived: list[Derived]) -> list[ExperienceSubmitted | ExperienceExtracted]:
+    """The experience events among ``derived``."""
+    return [d for d in derived if isinstance(d, ExperienceSubmitted | ExperienceExtracted)]

@@ -1,0 +1,87 @@
+"""The per-record KnowHub steps shared by the embedded runner and the faust agents (pure).
+
+* :func:`route_kb_record`: a ``hook-events`` record → KnowHub events, extraction requests, or a
+  dead letter (bad kb calls only: a record that is not a hook event at all is the frames path's
+  dead letter, not this one's).
+* :func:`run_extraction`: an extraction request → extracted experience events, through a
+  :class:`~streams.experiences.extract.Completer` (the only I/O, injected).
+
+Dead letters of this path never hold raw text in strict mode: the detail and the original are
+redacted before the :class:`DeadLetter` exists.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from streams.deadletter import DeadLetter, Reason, RejectedInput
+from streams.decode import decode_hook_record
+from streams.events import stable_id
+from streams.experiences.build import build_experience, safe_text
+from streams.experiences.events import ExperienceExtracted, ExperienceSubmitted
+from streams.experiences.extract import Completer, ExtractionError, keep_confident, parse_answer
+from streams.experiences.from_hooks import Derived, ExtractionRequest, KbDeriver
+from streams.experiences.redact import RedactionMode
+from streams.experiences.settings import KbSettings
+from streams.steps import Position
+
+log = logging.getLogger(__name__)
+
+_MARKERS = (b'"hook"', b"kb_", b"kb-", b"experience-", b"KB_", b"Kb_")
+
+
+def might_be_kb(raw: bytes | None) -> bool:
+    """A cheap pre-filter: False when ``raw`` cannot hold a kb call, plugin hook or KnowHub line."""
+    return bool(raw) and any(m in raw for m in _MARKERS)  # type: ignore[operator]
+
+
+def redacted_dead_letter(err: RejectedInput, raw: bytes, pos: Position, now_ms: int, mode: RedactionMode, event_id: str = "") -> DeadLetter:
+    """A dead letter whose detail and original are redacted in strict mode (the original decoded as UTF-8 with replacement)."""
+    original = raw if mode is RedactionMode.RELAXED else safe_text(raw.decode("utf-8", "replace"), mode).encode()
+    return DeadLetter.of(RejectedInput(err.reason, safe_text(err.detail, mode)), original, pos.topic, pos.partition, pos.offset, now_ms, event_id)
+
+
+def route_kb_record(raw: bytes | None, pos: Position, deriver: KbDeriver, now_ms: int, *, use_record_time: bool = True) -> list[Derived | DeadLetter]:
+    """What one ``hook-events`` record gives the KnowHub path. Never raises.
+
+    With ``use_record_time`` a native payload without a time of its own takes ``pos.timestamp_ms``
+    (the Kafka record timestamp, as the frames path does); files pass False.
+    """
+    if not might_be_kb(raw):
+        return []
+    assert raw is not None
+    mode = deriver.settings.privacy_mode
+    try:
+        ev = decode_hook_record(raw, received_at_ms=pos.timestamp_ms if use_record_time else None)
+    except RejectedInput:
+        return []  # not a hook event: dead-lettered by the frames path
+    try:
+        return list(deriver.derive(ev))
+    except RejectedInput as e:
+        return [redacted_dead_letter(e, raw, pos, now_ms, mode, ev.event_id)]
+    except Exception as e:  # a bug must not stop the stream
+        log.exception("KnowHub processing error at %s[%d]@%d", pos.topic, pos.partition, pos.offset)
+        return [redacted_dead_letter(RejectedInput(Reason.PROCESSING_ERROR, f"{type(e).__name__}: {e}"), raw, pos, now_ms, mode, ev.event_id)]
+
+
+def run_extraction(req: ExtractionRequest, client: Completer, settings: KbSettings, pos: Position, now_ms: int) -> list[ExperienceExtracted | DeadLetter]:
+    """Call the extractor for ``req`` and build its experiences (confidence > threshold), or one dead letter.
+
+    The request's chat payload was redacted when it was built; the answer is redacted again as
+    it becomes events. Event ids are ``stable_id(request id, i)`` over the kept items.
+    """
+    try:
+        items = keep_confident(parse_answer(client.complete(req.chat)), settings.extraction_threshold)
+        out: list[ExperienceExtracted | DeadLetter] = []
+        for i, item in enumerate(items):
+            ev = build_experience(item.model_dump(), event_id=stable_id(req.request_id, "extracted", i), event_time_ms=req.event_time_ms,
+                                  settings=settings, extracted_from=req.request_id, model=settings.extraction_model, agent_id=req.agent_id,
+                                  session_key=req.session_key, source_tool="extractor", runtime="hivestream")
+            assert not isinstance(ev, ExperienceSubmitted)
+            out.append(ev)
+        return out
+    except ExtractionError as e:
+        err = RejectedInput(Reason.EXTRACTION_FAILED, f"{e.reason}: {e.detail}")
+        return [redacted_dead_letter(err, req.to_json(), pos, now_ms, settings.privacy_mode, req.request_id)]
+    except RejectedInput as e:
+        return [redacted_dead_letter(e, req.to_json(), pos, now_ms, settings.privacy_mode, req.request_id)]
