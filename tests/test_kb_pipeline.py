@@ -147,3 +147,21 @@ def test_search_over_the_projection_respects_status_and_agent(tmp_path: Path) ->
     assert search(docs, "upsert applied only one row", agent_id="backend-1")[0].doc.agent_ids == ("backend-1",)
     assert all(h.doc.status == "approved" for h in search(docs, "flaky CI approve entry", k=10))
     assert any(h.doc.status == "quarantined" for h in search(docs, "flaky CI approve entry", k=10, include_quarantined=True))
+
+
+def test_injection_attempts_are_quarantined_and_ordinary_experiences_are_not(tmp_path: Path) -> None:
+    from tests.test_injection import NEGATIVE, POSITIVE
+
+    assert len(POSITIVE) >= 30 and len(NEGATIVE) >= 30
+    lines = []
+    for i, (_name, (task, resource, result), *_rest) in enumerate(POSITIVE):
+        lines.append(oc_tool(T0 + i, f"inj-{i}", "agent-x", "kb_submit", submit(task or "-", result or "-", resource)))
+    for i, (_name, (task, resource, result)) in enumerate(NEGATIVE):
+        lines.append(cc_tool(T0 + 10_000 + i, f"ok-{i}", "mcp__knowhub__kb_submit", submit(task or "-", result or "-", resource)))
+    db = tmp_path / "kb.duckdb"
+    run_kb_files([write_lines(tmp_path / "h.jsonl", lines)], db, KbSettings(require_approval=False))
+    got = rows(db, "SELECT s.session_key, e.status FROM experience_submissions s JOIN experiences e USING (experience_id)")
+    inj = {k: v for k, v in got if k.startswith("inj-")}
+    ok = {k: v for k, v in got if k.startswith("ok-")}
+    assert len(inj) == len(POSITIVE) and set(inj.values()) == {"quarantined"}
+    assert len(ok) == len(NEGATIVE) and set(ok.values()) == {"approved"}

@@ -1,5 +1,8 @@
 """Prompt-injection detector for KnowHub experiences (task, resource, result).
 
+Detection runs on the text as stored (redacted in strict mode), so an e-mail address replaced
+by ``[REDACTED:email]`` still counts as an exfiltration target.
+
 Experiences are written by one agent and later injected into other agents' context, so a
 submitted experience must not carry instructions aimed at the model that reads it. Content that
 looks like an injection is *flagged*; the caller moves a flagged experience to ``quarantined``
@@ -463,7 +466,7 @@ _SECRET = rf"(?:{_SECRET_FILE}|{_SECRET_WORDS})"
 _SEND_SECRET_RE = re.compile(
     r"\b(?:send|upload|post|put|copy|transfer|leak|email|e-mail|mail|forward|pipe|exfiltrate|paste|submit|share|curl|exfil)\b"
     rf"[^.!?;]{{0,80}}?{_SECRET}[^.!?;]{{0,80}}?\b(?:to|into|at|via) "
-    r"(?:https?://|ftp://|[\w.+-]+@[\w-]+\.[\w.]+|(?:this|my|our|the following|an external|a remote) "
+    r"(?:https?://|ftp://|[\w.+-]+@[\w-]+\.[\w.]+|\[redacted:email\]|(?:this|my|our|the following|an external|a remote) "
     r"(?:url|endpoint|server|webhook|address|host|email|inbox|bucket)|(?:a |the )?(?:webhook|pastebin|requestbin|ngrok|attacker))"
 )
 _NET_SINK = r"\|\s*(?:curl|wget|nc|ncat|netcat|socat|mail|sendmail)\b"

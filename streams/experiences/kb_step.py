@@ -12,6 +12,7 @@ redacted before the :class:`DeadLetter` exists.
 
 from __future__ import annotations
 
+import json
 import logging
 
 from streams.deadletter import DeadLetter, Reason, RejectedInput
@@ -22,6 +23,7 @@ from streams.experiences.events import ExperienceExtracted, ExperienceSubmitted
 from streams.experiences.extract import Completer, ExtractionError, keep_confident, parse_answer
 from streams.experiences.from_hooks import Derived, ExtractionRequest, KbDeriver
 from streams.experiences.redact import RedactionMode
+from streams.experiences.scrub import scrub_value
 from streams.experiences.settings import KbSettings
 from streams.steps import Position
 
@@ -35,9 +37,22 @@ def might_be_kb(raw: bytes | None) -> bool:
     return bool(raw) and any(m in raw for m in _MARKERS)  # type: ignore[operator]
 
 
+def redact_original(raw: bytes, mode: RedactionMode) -> bytes:
+    """``raw`` as a dead letter may keep it: in strict mode a JSON record has every string value
+    redacted (escaped text inside JSON would slip past a redaction of the raw text), anything
+    else is redacted as UTF-8 text (invalid bytes replaced)."""
+    if mode is RedactionMode.RELAXED:
+        return raw
+    try:
+        obj = json.loads(raw)
+    except (ValueError, RecursionError):
+        return safe_text(raw.decode("utf-8", "replace"), mode).encode()
+    return json.dumps(scrub_value(obj, mode), ensure_ascii=False).encode()
+
+
 def redacted_dead_letter(err: RejectedInput, raw: bytes, pos: Position, now_ms: int, mode: RedactionMode, event_id: str = "") -> DeadLetter:
-    """A dead letter whose detail and original are redacted in strict mode (the original decoded as UTF-8 with replacement)."""
-    original = raw if mode is RedactionMode.RELAXED else safe_text(raw.decode("utf-8", "replace"), mode).encode()
+    """A dead letter whose detail and original are redacted in strict mode (see :func:`redact_original`)."""
+    original = redact_original(raw, mode)
     return DeadLetter.of(RejectedInput(err.reason, safe_text(err.detail, mode)), original, pos.topic, pos.partition, pos.offset, now_ms, event_id)
 
 

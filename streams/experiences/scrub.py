@@ -37,6 +37,11 @@ def _scrub(value: Any, mode: RedactionMode, counts: Counter[str] | None) -> Any:
     return value
 
 
+def scrub_value(value: Any, mode: RedactionMode) -> Any:
+    """A JSON value with every string redacted (keys kept)."""
+    return _scrub(value, mode, None)
+
+
 def _scrub_args(args: Any, mode: RedactionMode, counts: Counter[str]) -> Any:
     if isinstance(args, str):  # Codex passes tool arguments as a JSON string
         try:
