@@ -5,6 +5,12 @@
 :class:`~streams.dedup.DedupCore` on a faust table whose changelog topic makes it survive a
 restart) → ``frames``.
 
+The validate agent also derives KnowHub events from the same records
+(:func:`streams.experiences.kb_step.route_kb_record`, redacted before they are sent) →
+``experience-events``; extraction requests → ``kb-extract`` → **extract** (the
+OpenAI-compatible endpoint, off by default; its results kept in the table ``kb-extractions`` so a
+request processed again re-emits them) → ``experience-events``; failures → ``kb-dead-letter``.
+
 Processing is at-least-once (faust's ``exactly_once`` has open bugs): a record processed again
 after a crash re-emits the same frame event, which the projector ignores by event id. No faust
 windowed table is used: those expire by wall clock and would break replay of old events; the
@@ -13,6 +19,7 @@ table is plain and keys are evicted by event-time watermark.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -26,6 +33,11 @@ from streams.clock import wall_clock_ms
 from streams.codec import capture_from_json, capture_to_json, frame_event_to_json
 from streams.deadletter import DeadLetter, RejectedInput
 from streams.dedup import DedupCore
+from streams.experiences.events import ExperienceExtracted, KbEvent, kb_key
+from streams.experiences.extract import ChatClient, Completer
+from streams.experiences.from_hooks import ExtractionRequest, KbDeriver
+from streams.experiences.kb_step import redacted_dead_letter, route_kb_record, run_extraction
+from streams.experiences.settings import KbSettings
 from streams.settings import Settings
 from streams.steps import Position, route_hook_record
 from streams.topics import Topics, partition_for
@@ -43,6 +55,7 @@ class HivestreamApp:
     dedup: Any
     table: Any
     channels: dict[str, Any]
+    extract: Any = None
 
 
 def create_app(
@@ -52,6 +65,8 @@ def create_app(
     partitions: int | None = None,
     frames_version: str = "",
     data_dir: str | None = None,
+    kb_settings: KbSettings | None = None,
+    completer: Completer | None = None,
 ) -> HivestreamApp:
     """Build the faust app for ``settings``.
 
@@ -65,6 +80,10 @@ def create_app(
             app its own consumer group and table, so it starts from offset 0.
         data_dir: base of the workers' data directories; this worker claims its own slot
             ``<data_dir>/<app id>/worker-<i>`` (:func:`streams.workdir.claim_worker_dir`).
+        kb_settings: KnowHub settings (default: from ``HIVESTREAM_KB_*``); the KnowHub steps
+            are skipped by ``reprocess`` (``frames_version``), which rebuilds frames only.
+        completer: the extraction endpoint's client (default: a
+            :class:`~streams.experiences.extract.ChatClient` from ``kb_settings``, made on first use).
 
     Returns:
         The app with its agents; run it with :func:`run_worker`.
@@ -98,6 +117,13 @@ def create_app(
     captures = app.topic(topics.captures, partitions=n, internal=False)
     frames = app.topic(topics.frames, partitions=n, internal=False)
     dead = app.topic(topics.dead_letter, internal=False)
+    kb_events = app.topic(topics.experience_events, partitions=n, internal=False)
+    kb_extract = app.topic(topics.kb_extract, partitions=n, internal=False)
+    kb_dead = app.topic(topics.kb_dead_letter, internal=False)
+    kbs = kb_settings or KbSettings()
+    deriver = None if frames_version else KbDeriver(kbs)
+    extractions = app.Table("kb-extractions", default=None, partitions=n,
+                            schema=faust.Schema(key_type=str, key_serializer="raw", value_serializer="json"))
     table = app.Table(
         "dedup-state",
         default=None,
@@ -122,6 +148,47 @@ def create_app(
                 await captures.send(key=key, value=capture_to_json(out), partition=partition_for(key, n))
             elif isinstance(out, DeadLetter):
                 await send_dead(out)
+            if deriver is not None:
+                for kb in route_kb_record(event.value, pos, deriver, wall_clock_ms()):
+                    await send_kb(kb)
+            yield None
+
+    async def send_kb(kb: KbEvent | ExtractionRequest | DeadLetter) -> None:
+        if isinstance(kb, DeadLetter):
+            await kb_dead.send(key=f"{kb.source}:{kb.partition}:{kb.offset}".encode(), value=kb.model_dump_json().encode())
+        elif isinstance(kb, ExtractionRequest):
+            key = kb.request_id.encode()
+            await kb_extract.send(key=key, value=kb.to_json(), partition=partition_for(key, n))
+        else:
+            key = kb_key(kb)
+            await kb_events.send(key=key, value=kb.model_dump_json().encode(), partition=partition_for(key, n))
+
+    clients: list[Completer] = [completer] if completer is not None else []
+
+    def client() -> Completer:
+        if not clients:
+            clients.append(ChatClient(kbs.extraction_base_url, kbs.extraction_model, kbs.extraction_api_key, kbs.extraction_timeout_s))
+        return clients[0]
+
+    @app.agent(kb_extract)
+    async def extract(stream: faust.StreamT[bytes]) -> AsyncIterator[None]:
+        """kb-extract → experience-events (extracted experiences) or kb-dead-letter; results kept per request."""
+        async for event in stream.events():
+            m = event.message
+            pos = Position(m.topic, m.partition, m.offset, int(m.timestamp * 1000))
+            try:
+                req = ExtractionRequest.from_json(event.value or b"")
+            except RejectedInput as e:
+                await send_kb(redacted_dead_letter(e, event.value or b"", pos, wall_clock_ms(), kbs.privacy_mode))
+                yield None
+                continue
+            saved = extractions.get(req.request_id)
+            if saved is None:
+                outs = await asyncio.to_thread(run_extraction, req, client(), kbs, pos, wall_clock_ms())
+                saved = [{"dead": o.model_dump(mode="json")} if isinstance(o, DeadLetter) else {"event": o.model_dump(mode="json")} for o in outs]
+                extractions[req.request_id] = saved
+            for item in saved:
+                await send_kb(DeadLetter.model_validate(item["dead"]) if "dead" in item else ExperienceExtracted.model_validate(item["event"]))
             yield None
 
     cores: dict[int, DedupCore] = {}
@@ -151,8 +218,9 @@ def create_app(
             await frames.send(key=cap.key.encode(), value=frame_event_to_json(fe), partition=m.partition)
             yield None
 
-    channels = {"hook_events": hook_events, "captures": captures, "frames": frames, "dead_letter": dead}
-    return HivestreamApp(app, topics, n, validate, dedup, table, channels)
+    channels = {"hook_events": hook_events, "captures": captures, "frames": frames, "dead_letter": dead, "experience_events": kb_events,
+                "kb_extract": kb_extract, "kb_dead_letter": kb_dead}
+    return HivestreamApp(app, topics, n, validate, dedup, table, channels, extract)
 
 
 def run_worker(h: HivestreamApp, loglevel: str = "warning") -> None:

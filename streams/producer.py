@@ -2,7 +2,9 @@
 
 Files are imported exactly as the embedded runner imports them (same importers, same event ids);
 each valid event is produced as a serialised :class:`~streams.events.HookEvent` keyed by its
-session, so a session stays ordered within one partition. Lines the importer rejects go straight
+session, so a session stays ordered within one partition. KnowHub-relevant events (kb tool calls,
+OpenClaw plugin hooks, KnowHub lines) are redacted first in strict mode
+(:func:`streams.experiences.scrub.scrub_kb_event`), so no raw secret reaches the topic. Lines the importer rejects go straight
 to the ``dead-letter`` topic with their reason, as the embedded runner records them.
 """
 
@@ -16,6 +18,8 @@ from typing import Any
 
 from streams.deadletter import DeadLetter, Reason, RejectedInput
 from streams.events import HookEvent
+from streams.experiences.redact import RedactionMode
+from streams.experiences.scrub import scrub_kb_event
 from streams.importers.files import import_file
 from streams.topics import Topics
 
@@ -70,6 +74,7 @@ def produce_files(
     gateway: bool = False,
     now_ms: Callable[[], int],
     on_event: Callable[[int], None] | None = None,
+    privacy_mode: RedactionMode = RedactionMode.STRICT,
 ) -> ProduceReport:
     """Import ``paths`` and send every event to ``topics.hook_events``; flushes at the end.
 
@@ -80,6 +85,7 @@ def produce_files(
         gateway: also emit the OpenClaw gateway's double capture.
         now_ms: clock stamping dead letters.
         on_event: called with the count sent so far (progress).
+        privacy_mode: how KnowHub-relevant payloads are prepared (strict: redacted).
 
     Raises:
         OSError: when a file cannot be read; kafka.errors.KafkaError on a send failure.
@@ -96,7 +102,7 @@ def produce_files(
                 futures.append(producer.send(topics.dead_letter, key=f"{origin}:0:{off}".encode(), value=dl.model_dump_json().encode()))
                 report.dead_letters[str(item.reason)] += 1
                 continue
-            value = event_value(item)
+            value = event_value(scrub_kb_event(item, privacy_mode))
             if len(value) > MAX_EVENT_BYTES:
                 err = RejectedInput(Reason.BODY_TOO_LARGE, f"event is {len(value)} bytes, over the {MAX_EVENT_BYTES}-byte record limit")
                 dl = DeadLetter.of(err, raw, origin, 0, off, now_ms(), event_id=item.event_id)

@@ -11,6 +11,14 @@ Topics (``<ns>`` is :attr:`streams.settings.Settings.topic_namespace`):
 * ``<ns>.dead-letter``: rejected records with the original bytes, source topic, partition,
   offset, reason and time.
 
+KnowHub (in :meth:`Topics.specs`, written by the same worker):
+
+* ``<ns>.experience-events``: KnowHub events derived from hook events (redacted), keyed by the
+  experience's dedup key (submissions, extractions), the experience id (reviews) or the session
+  (telemetry, plugin hooks); retention unlimited, it feeds the KnowHub projector.
+* ``<ns>.kb-extract``: extraction requests (redacted chat payloads), keyed by request id.
+* ``<ns>.kb-dead-letter``: rejected kb calls and failed extractions (redacted).
+
 Memory stubs (:meth:`Topics.stub_specs`):
 
 * ``<ns>.stub-events``: stub events and message embeddings keyed by channel; global stub
@@ -74,6 +82,21 @@ class Topics:
         return f"{self.namespace}.dead-letter"
 
     @property
+    def experience_events(self) -> str:
+        """KnowHub events (see the module docstring for keys)."""
+        return f"{self.namespace}.experience-events"
+
+    @property
+    def kb_extract(self) -> str:
+        """Extraction requests (key: the ``agent_end`` event id)."""
+        return f"{self.namespace}.kb-extract"
+
+    @property
+    def kb_dead_letter(self) -> str:
+        """Rejected kb calls and failed extractions (redacted in strict mode)."""
+        return f"{self.namespace}.kb-dead-letter"
+
+    @property
     def stub_events(self) -> str:
         """Stub events and message embeddings (key: channel; global stub events on every partition)."""
         return f"{self.namespace}.stub-events"
@@ -97,12 +120,15 @@ class Topics:
         ]
 
     def specs(self, partitions: int) -> list[TopicSpec]:
-        """Specs of every topic, ``partitions`` each (dead-letter: 1, it is low volume)."""
+        """Specs of the frames and KnowHub topics, ``partitions`` each (dead-letter topics: 1, they are low volume)."""
         return [
             TopicSpec(self.hook_events, partitions, dict(UNLIMITED)),
             TopicSpec(self.captures, partitions, {"retention.ms": str(7 * 86_400_000)}),
             TopicSpec(self.frames, partitions, dict(UNLIMITED)),
             TopicSpec(self.dead_letter, 1, dict(UNLIMITED)),
+            TopicSpec(self.experience_events, partitions, dict(UNLIMITED)),
+            TopicSpec(self.kb_extract, partitions, {"retention.ms": str(7 * 86_400_000)}),
+            TopicSpec(self.kb_dead_letter, 1, dict(UNLIMITED)),
         ]
 
 
