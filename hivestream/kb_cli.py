@@ -111,7 +111,10 @@ def run(
     from streams.experiences.extract import ChatClient
 
     s = KbSettings()
-    client = ChatClient(s.extraction_base_url, s.extraction_model, s.extraction_api_key, s.extraction_timeout_s) if s.extraction_enabled else None
+    try:
+        client = ChatClient(s.extraction_base_url, s.extraction_model, s.extraction_api_key, s.extraction_timeout_s) if s.extraction_enabled else None
+    except ValueError as e:
+        _fail(f"extraction endpoint refused: {e}")
     try:
         rep = run_kb_files(files, db, s, completer=client)
     except duckdb.IOException as e:

@@ -184,7 +184,7 @@ def create_app(
                 continue
             saved = extractions.get(req.request_id)
             if saved is None:
-                outs = await asyncio.to_thread(run_extraction, req, client(), kbs, pos, wall_clock_ms())
+                outs = await asyncio.to_thread(run_extraction, req, client, kbs, pos, wall_clock_ms())
                 saved = [{"dead": o.model_dump(mode="json")} if isinstance(o, DeadLetter) else {"event": o.model_dump(mode="json")} for o in outs]
                 extractions[req.request_id] = saved
             for item in saved:

@@ -55,6 +55,8 @@ def _str_field(fields: dict[str, Any], name: str, mode: RedactionMode, *, requir
         return ""
     if not isinstance(v, str):
         raise RejectedInput(Reason.WRONG_SHAPE, f"experience field {name!r} must be a string, got {type(v).__name__}")
+    if required and not v.strip():
+        raise RejectedInput(Reason.MISSING_FIELD, f"experience field {name!r} is blank")
     return v
 
 

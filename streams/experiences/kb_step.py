@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 
 from streams.deadletter import DeadLetter, Reason, RejectedInput
 from streams.decode import decode_hook_record
@@ -79,14 +80,19 @@ def route_kb_record(raw: bytes | None, pos: Position, deriver: KbDeriver, now_ms
         return [redacted_dead_letter(RejectedInput(Reason.PROCESSING_ERROR, f"{type(e).__name__}: {e}"), raw, pos, now_ms, mode, ev.event_id)]
 
 
-def run_extraction(req: ExtractionRequest, client: Completer, settings: KbSettings, pos: Position, now_ms: int) -> list[ExperienceExtracted | DeadLetter]:
-    """Call the extractor for ``req`` and build its experiences (confidence > threshold), or one dead letter.
+def run_extraction(req: ExtractionRequest, client: Completer | Callable[[], Completer], settings: KbSettings, pos: Position,
+                   now_ms: int) -> list[ExperienceExtracted | DeadLetter]:
+    """Call the extractor for ``req`` and build its experiences (confidence > threshold), or one dead letter. Never raises.
+
+    ``client`` is the endpoint's client, or a factory called here (so an endpoint the client
+    refuses, e.g. plain HTTP to a remote host, becomes a dead letter instead of a crash).
 
     The request's chat payload was redacted when it was built; the answer is redacted again as
     it becomes events. Event ids are ``stable_id(request id, i)`` over the kept items.
     """
     try:
-        items = keep_confident(parse_answer(client.complete(req.chat)), settings.extraction_threshold)
+        completer = client if hasattr(client, "complete") else client()  # type: ignore[operator]
+        items = keep_confident(parse_answer(completer.complete(req.chat)), settings.extraction_threshold)
         out: list[ExperienceExtracted | DeadLetter] = []
         for i, item in enumerate(items):
             ev = build_experience(item.model_dump(), event_id=stable_id(req.request_id, "extracted", i), event_time_ms=req.event_time_ms,
@@ -100,3 +106,7 @@ def run_extraction(req: ExtractionRequest, client: Completer, settings: KbSettin
         return [redacted_dead_letter(err, req.to_json(), pos, now_ms, settings.privacy_mode, req.request_id)]
     except RejectedInput as e:
         return [redacted_dead_letter(e, req.to_json(), pos, now_ms, settings.privacy_mode, req.request_id)]
+    except Exception as e:  # a bug or a client that cannot be built must not stop the stream
+        log.exception("extraction error for request %s", req.request_id)
+        err = RejectedInput(Reason.PROCESSING_ERROR, f"{type(e).__name__}: {e}")
+        return [redacted_dead_letter(err, req.to_json(), pos, now_ms, settings.privacy_mode, req.request_id)]
