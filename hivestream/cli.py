@@ -15,7 +15,7 @@ from pydantic import ValidationError
 from rich.console import Console
 
 from hivestream.console import table
-from hivestream.kafka_opts import BootstrapOpt, NamespaceOpt, PartitionsOpt, kafka_settings
+from hivestream.kafka_opts import BootstrapOpt, NamespaceOpt, PartitionsOpt, kafka_settings, stop_on_signals
 from hivestream.kb_cli import kb_app
 from hivestream.runner import RunReport, run_files
 from hivestream.stubs_cli import stubs_app
@@ -293,11 +293,11 @@ def worker(
 ) -> None:
     """Run a faust worker: validate hook events, repartition by dedup key, dedup into frames."""
     from streams.faust_app import create_app, run_worker
-    from streams.topics import Topics, ensure_topics
+    from streams.topics import ensure_topics
 
     s = kafka_settings(bootstrap, namespace, partitions, window_ms=window_ms, key_strategy=key_strategy)
-    ensure_topics(s.kafka_bootstrap_servers, Topics(s.topic_namespace, frames_version).specs(s.partitions))
     h = create_app(s, store=store, frames_version=frames_version, data_dir=str(data_dir))
+    ensure_topics(s.kafka_bootstrap_servers, h.topic_specs())
     run_worker(h, loglevel=loglevel)
 
 
@@ -344,23 +344,15 @@ def project(
     snapshot_every_s: Annotated[float, typer.Option("--snapshot-every", help="seconds between published snapshots")] = 2.0,
 ) -> None:
     """Project the frames and dead-letter topics into DuckDB (one transaction per batch with the offsets)."""
-    import signal
-
     from projections.projector import Projector
     from projections.sink import DuckSink
 
     s = kafka_settings(bootstrap, namespace, partitions)
     sink, proj = _projector(s, db, frames_version, snapshot_every_s)
     assert isinstance(sink, DuckSink) and isinstance(proj, Projector)
-    stop = {"flag": False}
-
-    def on_signal(_sig: int, _frame: object) -> None:
-        stop["flag"] = True
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
+    should_stop = stop_on_signals()
     try:
-        rep = proj.run(idle_exit_s=idle_exit_s, should_stop=lambda: stop["flag"])
+        rep = proj.run(idle_exit_s=idle_exit_s, should_stop=should_stop)
     finally:
         proj.close()
         sink.close()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import signal
+from collections.abc import Callable
 from typing import Annotated
 
 import typer
@@ -27,3 +29,16 @@ def kafka_settings(bootstrap: str | None, namespace: str | None, partitions: int
     if partitions:
         overrides["partitions"] = partitions
     return Settings(**overrides)  # type: ignore[arg-type]
+
+
+def stop_on_signals() -> Callable[[], bool]:
+    """Install SIGTERM/SIGINT handlers that ask a long-running command to stop after its current
+    batch; returns the ``should_stop`` predicate to poll."""
+    stop = {"flag": False}
+
+    def on_signal(_sig: int, _frame: object) -> None:
+        stop["flag"] = True
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    return lambda: stop["flag"]

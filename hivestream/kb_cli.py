@@ -10,8 +10,6 @@ line on stderr and exit with code 2.
 from __future__ import annotations
 
 import getpass
-import json
-import signal
 import sys
 import time
 from enum import StrEnum
@@ -23,10 +21,10 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
-from hivestream.console import table
-from hivestream.kafka_opts import BootstrapOpt, NamespaceOpt, PartitionsOpt, kafka_settings
+from hivestream.console import print_named_query, table
+from hivestream.kafka_opts import BootstrapOpt, NamespaceOpt, PartitionsOpt, kafka_settings, stop_on_signals
 from projections.kb_queries import KB_QUERIES
-from projections.queries import open_for_reading, run_query
+from projections.queries import open_for_reading
 from streams.deadletter import RejectedInput
 from streams.events import stable_id
 from streams.experiences.build import build_experience
@@ -151,13 +149,7 @@ def project(
     s = kafka_settings(bootstrap, namespace, partitions)
     t = Topics(s.topic_namespace)
     ensure_topics(s.kafka_bootstrap_servers, t.specs(s.partitions))
-    stop = {"flag": False}
-
-    def on_signal(_sig: int, _frame: object) -> None:
-        stop["flag"] = True
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
+    should_stop = stop_on_signals()
     try:
         sink = KbSink(db)
     except duckdb.IOException as e:
@@ -165,7 +157,7 @@ def project(
     try:
         proj = KbProjector(sink, s.kafka_bootstrap_servers, t.experience_events, t.kb_dead_letter, KbSettings())
         try:
-            rep = proj.run(until_caught_up=until_caught_up, idle_exit_s=idle_exit_s, should_stop=lambda: stop["flag"])
+            rep = proj.run(until_caught_up=until_caught_up, idle_exit_s=idle_exit_s, should_stop=should_stop)
         finally:
             proj.close()
     finally:
@@ -297,24 +289,6 @@ def query_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="print JSON rows instead of a table")] = False,
 ) -> None:
     """Run a named KnowHub analytics query (submissions-per-agent, approval-rate, ...)."""
-    if name is None:
-        out.print(table("KnowHub queries", ["name", "answers"], [(q.name, q.description) for q in KB_QUERIES.values()]))
-        return
-    if name not in KB_QUERIES:
-        _fail(f"unknown KnowHub query {name!r}; known: {', '.join(sorted(KB_QUERIES))}")
-    try:
-        con, freshness = open_for_reading(db)
-    except FileNotFoundError as e:
-        _fail(str(e))
-    try:
-        cols, rows = run_query(con, name, KB_QUERIES)
-    except duckdb.Error as e:
-        _fail(f"{db} holds no KnowHub projection ({type(e).__name__}: {str(e).splitlines()[0]})")
-    finally:
-        con.close()
-    err.print(freshness, soft_wrap=True)
-    if as_json:
-        json.dump([dict(zip(cols, r, strict=True)) for r in rows], sys.stdout, default=str, indent=1)
-        sys.stdout.write("\n")
-    else:
-        out.print(table(f"{name}: {KB_QUERIES[name].description}", cols, rows))
+    problem = print_named_query("KnowHub", KB_QUERIES, name, db, as_json, out, err)
+    if problem:
+        _fail(problem)

@@ -7,9 +7,7 @@ and exit with code 2.
 from __future__ import annotations
 
 import hashlib
-import json
 import sqlite3
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, NoReturn
@@ -20,9 +18,8 @@ from pydantic import ValidationError
 from rich.console import Console
 from rich.text import Text
 
-from hivestream.console import table
-from projections.queries import open_for_reading
-from projections.stub_queries import STUB_QUERIES, run_stub_query
+from hivestream.console import print_named_query, table
+from projections.stub_queries import STUB_QUERIES
 from projections.stubs_sink import StubMetaMismatch, StubRunReport, run_stub_logs, stored_settings
 from streams.deadletter import RejectedInput
 from streams.stubs.errors import code_of
@@ -246,27 +243,9 @@ def query(
     as_json: Annotated[bool, typer.Option("--json", help="print JSON rows instead of a table")] = False,
 ) -> None:
     """Run a named stub analytics query (never-matched, stale, hit-rate, ...)."""
-    if name is None:
-        out.print(table("stub queries", ["name", "answers"], [(q.name, q.description) for q in STUB_QUERIES.values()]))
-        return
-    if name not in STUB_QUERIES:
-        _fail(f"unknown stub query {name!r}; known: {', '.join(sorted(STUB_QUERIES))}")
-    try:
-        con, freshness = open_for_reading(db)
-    except FileNotFoundError as e:
-        _fail(str(e))
-    try:
-        cols, rows = run_stub_query(con, name)
-    except duckdb.Error as e:
-        _fail(f"{db} holds no stub projection ({type(e).__name__}: {str(e).splitlines()[0]})")
-    finally:
-        con.close()
-    err.print(freshness, soft_wrap=True)
-    if as_json:
-        json.dump([dict(zip(cols, r, strict=True)) for r in rows], sys.stdout, default=str, indent=1)
-        sys.stdout.write("\n")
-    else:
-        out.print(table(f"{name}: {STUB_QUERIES[name].description}", cols, rows))
+    problem = print_named_query("stub", STUB_QUERIES, name, db, as_json, out, err)
+    if problem:
+        _fail(problem)
 
 
 @stubs_app.command("demo")

@@ -7,14 +7,13 @@ stub logs → ``produce`` → ``<ns>.stub-events`` (keyed by channel, global stu
 
 from __future__ import annotations
 
-import signal
 from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.console import Console
 
-from hivestream.kafka_opts import BootstrapOpt, NamespaceOpt, PartitionsOpt, kafka_settings
+from hivestream.kafka_opts import BootstrapOpt, NamespaceOpt, PartitionsOpt, kafka_settings, stop_on_signals
 from streams.settings import Settings
 from streams.stubs.settings import MatchPolicy, MatchSettings
 
@@ -93,6 +92,9 @@ def worker(
     policy = _policy(threshold, top_n, budget)
     n = _ensure(s)
     h = create_stub_app(s, policy, partitions=n, store=store, data_dir=str(data_dir))
+    from streams.topics import ensure_topics
+
+    ensure_topics(s.kafka_bootstrap_servers, h.topic_specs())
     run_app(h.app, loglevel)
 
 
@@ -119,13 +121,7 @@ def project(
     policy = _policy(threshold, top_n, budget)
     _ensure(s)
     t = Topics(s.topic_namespace)
-    stop = {"flag": False}
-
-    def on_signal(_sig: int, _frame: object) -> None:
-        stop["flag"] = True
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
+    should_stop = stop_on_signals()
     sink = StubSink(db)
     try:
         try:
@@ -135,7 +131,7 @@ def project(
             raise typer.Exit(2) from None
         proj = StubProjector(sink, s.kafka_bootstrap_servers, t.stub_matches, t.stub_dead_letter)
         try:
-            rep = proj.run(until_caught_up=until_caught_up, idle_exit_s=idle_exit_s, should_stop=lambda: stop["flag"])
+            rep = proj.run(until_caught_up=until_caught_up, idle_exit_s=idle_exit_s, should_stop=should_stop)
         finally:
             proj.close()
     finally:

@@ -7,12 +7,10 @@ counters, so a kill -9 at any point loses nothing and doubles nothing.
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from projections.kb_sink import KbSink
+from projections.seeking import SeekingProjector
 from streams.clock import Clock, wall_clock_ms
 from streams.deadletter import DeadLetter, Reason, RejectedInput
 from streams.experiences.build import safe_text
@@ -33,7 +31,7 @@ class KbProjectorReport:
     dead_letters: int = 0
 
 
-class KbProjector:
+class KbProjector(SeekingProjector[KbProjectorReport]):
     """Consumes ``events_topic`` and ``dead_letter_topic`` into ``sink``.
 
     Args:
@@ -51,28 +49,13 @@ class KbProjector:
 
     def __init__(self, sink: KbSink, bootstrap: str, events_topic: str, dead_letter_topic: str, settings: KbSettings | None = None, *,
                  batch_max: int = 5000, clock: Clock = wall_clock_ms) -> None:
-        from kafka import KafkaConsumer, TopicPartition
-
         self.sink = sink
         self.settings = settings or KbSettings()
         self.dead_letter_topic = dead_letter_topic
-        self.batch_max = batch_max
         self.clock = clock
-        self.report = KbProjectorReport()
         self.fold = KbFold(self.settings.window, sink.load_dedup_state(), sink.load_counters(), sink.load_seen_hooks())
-        self.consumer = KafkaConsumer(bootstrap_servers=bootstrap, client_id="hivestream-kb-projector", group_id=None, enable_auto_commit=False,
-                                      auto_offset_reset="earliest", max_poll_records=batch_max)
-        self.tps: list[Any] = []
-        for topic in (events_topic, dead_letter_topic):
-            deadline = time.monotonic() + 30.0
-            while not (parts := self.consumer.partitions_for_topic(topic)):
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"topic {topic!r} does not exist (run `hivestream topics` or start a worker first)")
-                time.sleep(0.2)
-            self.tps.extend(TopicPartition(topic, p) for p in sorted(parts))
-        self.consumer.assign(self.tps)
-        for tp in self.tps:
-            self.consumer.seek(tp, sink.position(tp.topic, tp.partition))
+        super().__init__(bootstrap, [events_topic, dead_letter_topic], sink.position, KbProjectorReport(), client_id="hivestream-kb-projector",
+                         batch_max=batch_max)
 
     def poll_once(self, timeout_ms: int = 500) -> int:
         """Poll one batch and apply it in one transaction; returns the records consumed."""
@@ -110,20 +93,3 @@ class KbProjector:
         rep.telemetry += len(b.telemetry)
         rep.dead_letters += len(b.dead_letters)
         return n
-
-    def run(self, *, until_caught_up: bool = False, idle_exit_s: float | None = None, should_stop: Callable[[], bool] = lambda: False) -> KbProjectorReport:
-        """Project until stopped: ``until_caught_up`` stops at the end offsets seen at start, ``idle_exit_s`` after that long without a record."""
-        targets = self.consumer.end_offsets(self.tps) if until_caught_up else None
-        last = time.monotonic()
-        while not should_stop():
-            if self.poll_once():
-                last = time.monotonic()
-            if targets is not None and all(self.sink.position(tp.topic, tp.partition) >= targets[tp] for tp in self.tps):
-                break
-            if idle_exit_s is not None and time.monotonic() - last >= idle_exit_s:
-                break
-        return self.report
-
-    def close(self) -> None:
-        """Close the consumer (the sink is the caller's)."""
-        self.consumer.close()

@@ -9,11 +9,9 @@ the applied stub event ids, so a kill -9 at any point loses nothing and doubles 
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
+from projections.seeking import SeekingProjector
 from projections.stubs_sink import StubSink
 from streams.clock import Clock, wall_clock_ms
 from streams.deadletter import DeadLetter, Reason, RejectedInput
@@ -32,7 +30,7 @@ class StubProjectorReport:
     dead_letters: int = 0
 
 
-class StubProjector:
+class StubProjector(SeekingProjector[StubProjectorReport]):
     """Consumes ``matches_topic`` and ``dead_letter_topic`` into ``sink``.
 
     Args:
@@ -48,37 +46,16 @@ class StubProjector:
 
     def __init__(self, sink: StubSink, bootstrap: str, matches_topic: str, dead_letter_topic: str, *, batch_max: int = 2000,
                  clock: Clock = wall_clock_ms) -> None:
-        from kafka import KafkaConsumer, TopicPartition
-
         from streams.stubs.settings import MatchPolicy
 
         self.sink = sink
         self.dead_letter_topic = dead_letter_topic
-        self.batch_max = batch_max
         self.clock = clock
-        self.report = StubProjectorReport()
         runner = sink.load_runner(MatchPolicy())
         seen = set(sink.con.execute("SELECT channel, message_id FROM stub_messages").fetchall())
         self.fold = OutputFold(runner, sink.applied_event_ids(), sink.match_keys(), seen)
-        self.consumer = KafkaConsumer(bootstrap_servers=bootstrap, client_id="hivestream-stub-projector", group_id=None,
-                                      enable_auto_commit=False, auto_offset_reset="earliest", max_poll_records=batch_max,
-                                      fetch_max_bytes=64 * 1024 * 1024, max_partition_fetch_bytes=8 * 1024 * 1024)
-        self.tps: list[Any] = []
-        for topic in (matches_topic, dead_letter_topic):
-            deadline = time.monotonic() + 30.0
-            while not (parts := self.consumer.partitions_for_topic(topic)):
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"topic {topic!r} does not exist (run `hivestream stubs topics` or start a stub worker first)")
-                time.sleep(0.2)
-            self.tps.extend(TopicPartition(topic, p) for p in sorted(parts))
-        self.consumer.assign(self.tps)
-        for tp in self.tps:
-            self.consumer.seek(tp, sink.position(tp.topic, tp.partition))
-
-    def lag(self) -> int:
-        """Records between the stored positions and the end of every partition."""
-        ends = self.consumer.end_offsets(self.tps)
-        return sum(max(0, ends[tp] - self.sink.position(tp.topic, tp.partition)) for tp in self.tps)
+        super().__init__(bootstrap, [matches_topic, dead_letter_topic], sink.position, StubProjectorReport(),
+                         client_id="hivestream-stub-projector", batch_max=batch_max)
 
     def poll_once(self, timeout_ms: int = 500) -> int:
         """Poll one batch and apply it in one transaction; returns the records consumed."""
@@ -118,20 +95,3 @@ class StubProjector:
         else:
             self.fold.reject(f"{dl.source}[{dl.partition}]", dl.offset, dl.original(), RejectedInput(dl.reason, dl.detail), dl.event_id)
         self.report.dead_letters += 1
-
-    def run(self, *, until_caught_up: bool = False, idle_exit_s: float | None = None, should_stop: Callable[[], bool] = lambda: False) -> StubProjectorReport:
-        """Project until stopped: ``until_caught_up`` stops at the end offsets seen at start, ``idle_exit_s`` after that long without a record."""
-        targets = self.consumer.end_offsets(self.tps) if until_caught_up else None
-        last = time.monotonic()
-        while not should_stop():
-            if self.poll_once():
-                last = time.monotonic()
-            if targets is not None and all(self.sink.position(tp.topic, tp.partition) >= targets[tp] for tp in self.tps):
-                break
-            if idle_exit_s is not None and time.monotonic() - last >= idle_exit_s:
-                break
-        return self.report
-
-    def close(self) -> None:
-        """Close the consumer (the sink is the caller's)."""
-        self.consumer.close()

@@ -40,7 +40,7 @@ from streams.experiences.kb_step import redacted_dead_letter, route_kb_record, r
 from streams.experiences.settings import KbSettings
 from streams.settings import Settings
 from streams.steps import Position, route_hook_record
-from streams.topics import Topics, partition_for
+from streams.topics import Topics, TopicSpec, partition_for
 from streams.workdir import claim_worker_dir
 
 
@@ -56,6 +56,11 @@ class HivestreamApp:
     table: Any
     channels: dict[str, Any]
     extract: Any = None
+    extractions: Any = None
+
+    def topic_specs(self) -> list[TopicSpec]:
+        """Every topic the app reads or writes, its tables' changelogs included (create them before starting)."""
+        return self.topics.specs(self.partitions) + changelog_specs(self.table, self.extractions)
 
 
 def create_app(
@@ -91,28 +96,7 @@ def create_app(
     n = partitions or settings.partitions
     topics = Topics(settings.topic_namespace, frames_version)
     app_id = f"{settings.topic_namespace}-dedup" + (f"-{frames_version}" if frames_version else "")
-    kwargs: dict[str, Any] = {}
-    if data_dir:
-        kwargs["datadir"] = str(claim_worker_dir(Path(data_dir), app_id))
-    app = faust.App(
-        app_id,
-        broker=f"kafka://{settings.kafka_bootstrap_servers}",
-        store=store,
-        processing_guarantee="at_least_once",
-        topic_partitions=n,
-        topic_replication_factor=1,
-        web_enabled=False,
-        key_serializer="raw",
-        value_serializer="raw",
-        consumer_auto_offset_reset="earliest",
-        producer_acks=-1,
-        broker_commit_every=1000,
-        broker_commit_interval=1.0,
-        broker_session_timeout=10.0,  # a killed worker's partitions move after 10 s, not 60 s
-        broker_heartbeat_interval=3.0,
-        stream_wait_empty=True,
-        **kwargs,
-    )
+    app = make_faust_app(app_id, settings, store=store, partitions=n, data_dir=data_dir)
     hook_events = app.topic(topics.hook_events, internal=False)
     captures = app.topic(topics.captures, partitions=n, internal=False)
     frames = app.topic(topics.frames, partitions=n, internal=False)
@@ -122,8 +106,8 @@ def create_app(
     kb_dead = app.topic(topics.kb_dead_letter, internal=False)
     kbs = kb_settings or KbSettings()
     deriver = None if frames_version else KbDeriver(kbs)
-    extractions = app.Table("kb-extractions", default=None, partitions=n,
-                            schema=faust.Schema(key_type=str, key_serializer="raw", value_serializer="json"))
+    extractions = None if deriver is None else app.Table("kb-extractions", default=None, partitions=n,
+                                                         schema=faust.Schema(key_type=str, key_serializer="raw", value_serializer="json"))
     table = app.Table(
         "dedup-state",
         default=None,
@@ -170,7 +154,6 @@ def create_app(
             clients.append(ChatClient(kbs.extraction_base_url, kbs.extraction_model, kbs.extraction_api_key, kbs.extraction_timeout_s))
         return clients[0]
 
-    @app.agent(kb_extract)
     async def extract(stream: faust.StreamT[bytes]) -> AsyncIterator[None]:
         """kb-extract → experience-events (extracted experiences) or kb-dead-letter; results kept per request."""
         async for event in stream.events():
@@ -182,6 +165,7 @@ def create_app(
                 await send_kb(redacted_dead_letter(e, event.value or b"", pos, wall_clock_ms(), kbs.privacy_mode))
                 yield None
                 continue
+            assert extractions is not None
             saved = extractions.get(req.request_id)
             if saved is None:
                 outs = await asyncio.to_thread(run_extraction, req, client, kbs, pos, wall_clock_ms())
@@ -190,6 +174,8 @@ def create_app(
             for item in saved:
                 await send_kb(DeadLetter.model_validate(item["dead"]) if "dead" in item else ExperienceExtracted.model_validate(item["event"]))
             yield None
+
+    extract_agent = app.agent(kb_extract, name="extract")(extract) if deriver is not None else None  # not in `reprocess`
 
     cores: dict[int, DedupCore] = {}
 
@@ -220,7 +206,47 @@ def create_app(
 
     channels = {"hook_events": hook_events, "captures": captures, "frames": frames, "dead_letter": dead, "experience_events": kb_events,
                 "kb_extract": kb_extract, "kb_dead_letter": kb_dead}
-    return HivestreamApp(app, topics, n, validate, dedup, table, channels, extract)
+    return HivestreamApp(app, topics, n, validate, dedup, table, channels, extract_agent, extractions)
+
+
+def changelog_specs(*tables: Any) -> list[TopicSpec]:
+    """Specs of the changelog topics of faust ``tables`` (compacted, one partition per table partition).
+
+    The workers create them before faust starts: a changelog topic that faust creates itself
+    moments after its consumer fetched the cluster metadata can stay unknown to that consumer
+    (0 partitions), and the table's agent then crashes in a loop with ``PartitionsMismatch``.
+    """
+    return [TopicSpec(t.changelog_topic_name, t.partitions, {"cleanup.policy": "compact"}) for t in tables if t is not None]
+
+
+def make_faust_app(app_id: str, settings: Settings, *, store: str, partitions: int, data_dir: str | None) -> faust.App:
+    """A faust app configured as every hivestream worker is: at-least-once, raw bytes, acks=all,
+    commits every second, a 10 s session timeout (a killed worker's partitions move after 10 s,
+    not 60 s), no web server; ``data_dir`` is the base of the workers' slot directories
+    (:func:`streams.workdir.claim_worker_dir`)."""
+    kwargs: dict[str, Any] = {}
+    if data_dir:
+        kwargs["datadir"] = str(claim_worker_dir(Path(data_dir), app_id))
+    app = faust.App(
+        app_id,
+        broker=f"kafka://{settings.kafka_bootstrap_servers}",
+        store=store,
+        processing_guarantee="at_least_once",
+        topic_partitions=partitions,
+        topic_replication_factor=1,
+        web_enabled=False,
+        key_serializer="raw",
+        value_serializer="raw",
+        consumer_auto_offset_reset="earliest",
+        producer_acks=-1,
+        broker_commit_every=1000,
+        broker_commit_interval=1.0,
+        broker_session_timeout=10.0,  # a killed worker's partitions move after 10 s, not 60 s
+        broker_heartbeat_interval=3.0,
+        stream_wait_empty=True,
+        **kwargs,
+    )
+    return app
 
 
 def run_worker(h: HivestreamApp, loglevel: str = "warning") -> None:

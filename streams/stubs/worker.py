@@ -12,19 +12,18 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import faust
 
 from streams.clock import wall_clock_ms
 from streams.deadletter import DeadLetter
+from streams.faust_app import changelog_specs, make_faust_app
 from streams.settings import Settings
 from streams.steps import Position
 from streams.stubs.partition_step import Emit, StubPartitionStep
 from streams.stubs.settings import MatchPolicy
-from streams.topics import Topics
-from streams.workdir import claim_worker_dir
+from streams.topics import Topics, TopicSpec
 
 
 @dataclass
@@ -36,6 +35,10 @@ class StubWorkerApp:
     partitions: int
     matcher: Any
     table: Any
+
+    def topic_specs(self) -> list[TopicSpec]:
+        """Every topic the app reads or writes, the ``stub-state`` changelog included (create them before starting)."""
+        return self.topics.stub_specs(self.partitions) + changelog_specs(self.table)
 
 
 def create_stub_app(settings: Settings, policy: MatchPolicy, *, partitions: int, store: str = "rocksdb://",
@@ -50,28 +53,7 @@ def create_stub_app(settings: Settings, policy: MatchPolicy, *, partitions: int,
     """
     topics = Topics(settings.topic_namespace)
     app_id = f"{settings.topic_namespace}-stubs"
-    kwargs: dict[str, Any] = {}
-    if data_dir:
-        kwargs["datadir"] = str(claim_worker_dir(Path(data_dir), app_id))
-    app = faust.App(
-        app_id,
-        broker=f"kafka://{settings.kafka_bootstrap_servers}",
-        store=store,
-        processing_guarantee="at_least_once",
-        topic_partitions=partitions,
-        topic_replication_factor=1,
-        web_enabled=False,
-        key_serializer="raw",
-        value_serializer="raw",
-        consumer_auto_offset_reset="earliest",
-        producer_acks=-1,
-        broker_commit_every=1000,
-        broker_commit_interval=1.0,
-        broker_session_timeout=10.0,
-        broker_heartbeat_interval=3.0,
-        stream_wait_empty=True,
-        **kwargs,
-    )
+    app = make_faust_app(app_id, settings, store=store, partitions=partitions, data_dir=data_dir)
     events = app.topic(topics.stub_events, internal=False)
     matches = app.topic(topics.stub_matches, partitions=partitions, internal=False)
     dead = app.topic(topics.stub_dead_letter, internal=False)

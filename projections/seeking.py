@@ -1,0 +1,79 @@
+"""The consuming half shared by the stub and KnowHub projectors: assign every partition, seek to
+the positions stored in DuckDB, poll until caught up or idle.
+
+Kafka's committed offsets are never used (``group_id=None``): the position of each partition
+lives in the projection, written in the same transaction as the rows it produced, so the
+projection is exactly as far as its rows say (the pattern of pyeventsourcing's tracking records).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any, Generic, TypeVar
+
+R = TypeVar("R")
+
+
+class SeekingProjector(Generic[R]):
+    """Base of a projector that folds every partition of ``topics`` into a DuckDB file.
+
+    Args:
+        bootstrap: Kafka ``bootstrap.servers``.
+        topics: the topics to consume (every partition of each).
+        position: ``(topic, partition) → next offset`` as stored in the projection.
+        report: the subclass's counters, returned by :meth:`run`.
+        client_id: Kafka ``client.id``.
+        batch_max: records per poll (kafka-python ``max_poll_records``).
+
+    Raises:
+        RuntimeError: when a topic does not exist within 30 s.
+    """
+
+    def __init__(self, bootstrap: str, topics: list[str], position: Callable[[str, int], int], report: R, *, client_id: str,
+                 batch_max: int) -> None:
+        from kafka import KafkaConsumer, TopicPartition
+
+        self.position = position
+        self.report = report
+        self.batch_max = batch_max
+        self.consumer = KafkaConsumer(bootstrap_servers=bootstrap, client_id=client_id, group_id=None, enable_auto_commit=False,
+                                      auto_offset_reset="earliest", max_poll_records=batch_max, fetch_max_bytes=64 * 1024 * 1024,
+                                      max_partition_fetch_bytes=8 * 1024 * 1024)
+        self.tps: list[Any] = []
+        for topic in topics:
+            deadline = time.monotonic() + 30.0
+            while not (parts := self.consumer.partitions_for_topic(topic)):
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"topic {topic!r} does not exist (create the topics or start a worker first)")
+                time.sleep(0.2)
+            self.tps.extend(TopicPartition(topic, p) for p in sorted(parts))
+        self.consumer.assign(self.tps)
+        for tp in self.tps:
+            self.consumer.seek(tp, position(tp.topic, tp.partition))
+
+    def poll_once(self, timeout_ms: int = 500) -> int:
+        """Poll one batch and apply it in one transaction; returns the records consumed (subclasses implement it)."""
+        raise NotImplementedError
+
+    def lag(self) -> int:
+        """Records between the stored positions and the end of every partition."""
+        ends = self.consumer.end_offsets(self.tps)
+        return sum(max(0, ends[tp] - self.position(tp.topic, tp.partition)) for tp in self.tps)
+
+    def run(self, *, until_caught_up: bool = False, idle_exit_s: float | None = None, should_stop: Callable[[], bool] = lambda: False) -> R:
+        """Project until stopped: ``until_caught_up`` stops at the end offsets seen at start, ``idle_exit_s`` after that long without a record."""
+        targets = self.consumer.end_offsets(self.tps) if until_caught_up else None
+        last = time.monotonic()
+        while not should_stop():
+            if self.poll_once():
+                last = time.monotonic()
+            if targets is not None and all(self.position(tp.topic, tp.partition) >= targets[tp] for tp in self.tps):
+                break
+            if idle_exit_s is not None and time.monotonic() - last >= idle_exit_s:
+                break
+        return self.report
+
+    def close(self) -> None:
+        """Close the consumer (the sink is the caller's)."""
+        self.consumer.close()
