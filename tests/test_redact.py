@@ -160,6 +160,12 @@ CASES: list[Case] = [
         ("oadeyemi",),
         home_user=1,
     ),
+    _c(
+        "compiler-flags-and-wsl",
+        "cc -I/Users/lmartin/include -L/home/lmartin/lib main.c; cp out.bin /mnt/c/Users/LMartin/Desktop/",
+        ("lmartin", "LMartin"),
+        home_user=3,
+    ),
     # --- e-mail addresses -------------------------------------------------------------------
     _c(
         "gitconfig-email",
@@ -442,6 +448,24 @@ CASES: list[Case] = [
         ("Tr0ub4dor&3x",),
         secret=1,
     ),
+    _c(
+        "oauth-callback-query-string",
+        "Redirected to https://app.example.com/cb#access_token=Zx81kQp0aa7Bn2&state=af3e9&token_type=Bearer",
+        ("Zx81kQp0aa7Bn2",),
+        secret=1,
+    ),
+    _c(
+        "json-in-json-password",
+        '{"body": "{\\"username\\": \\"svc\\", \\"password\\": \\"Rk4v9qLz2m\\"}"}',
+        ("Rk4v9qLz2m",),
+        secret=1,
+    ),
+    _c(
+        "yaml-quoted-passphrase-with-spaces",
+        'ssh:\n  key_passphrase_password: "correct horse battery 42"',
+        ("correct horse battery 42", "battery 42"),
+        secret=1,
+    ),
     # --- private keys -----------------------------------------------------------------------
     _c(
         "pem-rsa-block",
@@ -542,6 +566,11 @@ NEGATIVES: list[str] = [
     "resources:\n  limits:\n    memory: 512Mi\n    cpu: 250m",
     "task-runner, risk-assessment-v2 and sk-learn style names are fine",
     "GET https://example.com/users/12345/orders?page=2 -> 200",
+    "Foundation, Inc., 51 Franklin St, Fifth Floor, Boston, MA  02110-1301  USA",
+    "np.datetime64('1970-01-01T00:00:02.12345678') and np.array(['+1980-02-29 01:02:03Z'])",
+    "#include <boost/spirit/home/x3/core/parser.hpp> // see libs/spirit/home/x3",
+    'url = f"{dialect}://{quoted_username}:{quoted_password}@{host}:{port}/{database}"',
+    "table, path, host, port, access_key, secret_key = s3_example_simple",
     "Already redacted: /Users/[REDACTED:home_user]/x and [REDACTED:email] and Bearer [REDACTED:bearer_token]",
     "",
 ]
@@ -622,7 +651,8 @@ def test_mode_accepts_plain_strings_and_defaults_to_strict() -> None:
     text = "mail maja.kovacs@example.com"
     assert redact(text).text == redact(text, RedactionMode("strict")).text == "mail [REDACTED:email]"
     assert redact(text, RedactionMode("relaxed")).text == text
-    assert RedactionMode.STRICT == "strict" and RedactionMode.RELAXED == "relaxed"
+    assert RedactionMode.STRICT.value == "strict" and RedactionMode.RELAXED.value == "relaxed"
+    assert redact(text, RedactionMode.STRICT) == redact(text)
 
 
 def test_redacted_total_and_equality() -> None:

@@ -15,7 +15,18 @@ Rules run in a fixed order, most specific first: private key blocks, then provid
 then generic credentials (``Bearer``, ``Authorization``, URL user info, ``NAME_TOKEN=value``),
 then home paths, e-mail addresses and, last, phone numbers — so that the digits inside a key
 are never read as a phone number. A placeholder is never matched by any rule, and a pass is
-repeated until it replaces nothing, which makes the result a fixed point.
+repeated until it replaces nothing, which makes the result a fixed point (a replacement can
+change a neighbour's context, e.g. ``alice@example.com/home/bob``).
+
+Deliberately not detected (precision over recall, or out of scope): personal names, postal
+addresses, IP addresses, IBANs / card / social-security numbers; ``~user`` paths and shell
+prompts (``alice@laptop:~$``, no TLD); phone numbers without separators (``4155550134``) or
+without a trunk ``0`` outside North America (``612 34 56 78``) or with an ``00`` international
+prefix; percent-encoded or obfuscated e-mail addresses; credentials without a known prefix or a
+credential-like name (``--password hunter2``, ``curl -u user:pw``), digit-free or letter-free
+assigned values, assigned values longer than 4096 characters, and ``Bearer`` tokens without a
+digit. Known over-redaction: any ``/Users/<x>`` or ``/home/<x>`` path root (also in docs),
+``123 456 7890``-shaped number runs, ``01 02 03 04 05``-shaped runs, example credentials in docs.
 """
 
 from __future__ import annotations
@@ -58,11 +69,14 @@ class PiiKind(StrEnum):
     * ``phone``: ``+<country> ...`` (8–15 digits), North-American ``(415) 555-0134`` /
       ``415-555-0134`` / ``415.555.0134`` / ``415 555 0134``, and European national numbers with
       a ``0`` trunk prefix and separators (``020 7946 0958``, ``030 123456 78``, ``06 12 34 56 78``;
-      9–13 digits).
-    * ``home_user``: the user-name segment of ``/Users/<u>``, ``/home/<u>``, ``C:\\Users\\<u>``,
-      ``C:/Users/<u>``, ``\\\\Users\\\\<u>`` (JSON-escaped) and ``C:\\Documents and Settings\\<u>``.
+      9–13 digits). Not: dates, times, versions, IPs, UUIDs, ZIP+4 codes, unseparated digit runs.
+    * ``home_user``: the user-name segment of ``/Users/<u>``, ``/home/<u>``, ``C:\\Users\\<u>``
+      (a Windows name may contain spaces), ``C:/Users/<u>``, ``\\\\Users\\\\<u>`` and ``\\/Users\\/<u>``
+      (JSON-escaped) and ``C:\\Documents and Settings\\<u>``, at the root of an absolute path;
+      ``Shared``, ``Public``, ``Default``, ``All Users``, ``Guest`` and ``linuxbrew`` are kept.
     * ``openai_key``: ``sk-...`` (OpenAI ``sk-``, ``sk-proj-``, ``sk-svcacct-``, ``sk-admin-`` and
-      other ``sk-`` style keys with 20+ characters and a digit).
+      other ``sk-`` style keys): the seed's ``sk-`` + 32+ alphanumerics, or 20+ key characters
+      including a digit.
     * ``anthropic_key``: ``sk-ant-api03-...`` / ``sk-ant-admin01-...``.
     * ``aws_key``: access key ids ``AKIA``/``ASIA``/``ABIA``/``ACCA`` + 16 upper-case alphanumerics,
       and the 40-character value of ``aws_secret_access_key``.
@@ -80,10 +94,12 @@ class PiiKind(StrEnum):
     * ``bearer_token``: the credential after ``Bearer`` (e.g. ``Authorization: Bearer <token>``).
     * ``auth_header``: the credential of ``Authorization: Basic|Token|Bot <credential>``.
     * ``url_credentials``: the ``user:password`` part of ``scheme://user:password@host``.
-    * ``secret``: the value of an assignment whose name ends in ``SECRET``, ``SECRET_KEY``,
+    * ``secret``: the value of an assignment (``NAME=v``, ``NAME: v``, ``"NAME": "v"``, also
+      JSON-escaped and in query strings) whose name ends in ``SECRET``, ``SECRET_KEY``,
       ``PASSWORD``, ``PASSWD``, ``TOKEN``, ``API_KEY``, ``ACCESS_KEY``, ``PRIVATE_KEY``,
-      ``SIGNING_KEY`` or ``AUTH_KEY`` (``.env``, YAML, JSON), when the value has 8+ characters
-      mixing letters and digits.
+      ``SIGNING_KEY`` or ``AUTH_KEY`` (any case), when the value has 8–4096 characters mixing
+      letters and digits and is not a variable reference (``$X``, ``${X}``, ``<X>``), a path, or
+      (unquoted after `` = ``) a dotted / underscored code identifier.
     * ``private_key``: a ``-----BEGIN ... PRIVATE KEY-----`` block through its ``-----END ...``
       line (RSA, EC, DSA, OPENSSH, ENCRYPTED, PGP ``... PRIVATE KEY BLOCK``).
     """
@@ -152,21 +168,26 @@ class _Rule:
     accept: Callable[[re.Match[str]], bool] | None = None
 
 
-# Characters that can never start or continue a match of a token-like rule: "[" and "]" keep
-# placeholders out of every rule.
+# A provider token is a whole identifier-like run, not part of a longer one. No rule's character
+# class admits "[" at the start of a token, which keeps placeholders out of every rule.
 _TOKEN_END: Final = r"(?![A-Za-z0-9_\-])"
 _TOKEN_START: Final = r"(?<![A-Za-z0-9_\-])"
 
 _PEM_BEGIN: Final = r"-----BEGIN[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----"
 _PEM_END: Final = r"-----END[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----"
-# A block runs to the first END line before any other BEGIN line. A truncated block (no END line): the BEGIN line and the base64 / header lines that follow it,
-# with real or JSON-escaped line breaks.
+# A block runs to the first END line before any other BEGIN line. A truncated block (no END
+# line) covers the BEGIN line and the base64 / header lines that follow it, with real or
+# JSON-escaped line breaks.
 _PEM_TAIL: Final = r"(?:(?:\s|\\[rn])+(?:[A-Za-z0-9+/]{20,}={0,2}|[A-Za-z0-9+/]{2,19}={1,2}|(?:Proc-Type|DEK-Info|Comment):[^\r\n\\]*))*"
 
 # A home-directory user name: one path segment (no separators, quotes, brackets or spaces).
 _USER: Final = r"[^\\/\s\"'`<>|:;,()\[\]{}*?]+"
 # Windows names may contain single spaces when the segment is followed by a separator.
 _WIN_USER: Final = rf"(?:{_USER}(?: {_USER})*(?=\\|/)|{_USER})"
+# /Users and /home only at the root of an absolute path (not in boost/spirit/home/x3): at the
+# start or after a non-path character, or under /var (Fedora Silverblue), /System/Volumes/Data
+# (macOS), /mnt/<drive> (WSL), file://, or a compiler flag (-I/Users/..., -L/home/...).
+_PATH_ROOT: Final = r"(?:(?<![\w.\-/\\])|(?<=/var)|(?<=/Data)|(?<=/mnt/[a-z])|(?<=file://)|(?<=-[A-Za-z]))"
 # Well-known non-personal profile directories.
 _NOT_A_USER: Final = r"(?!(?i:shared|public|default(?: user)?|all users|guest|linuxbrew)(?![A-Za-z0-9._-]))"
 
@@ -276,11 +297,11 @@ _RULES: Final[tuple[_Rule, ...]] = (
         _accept_secret,
     ),
     # Home directories: only the user-name segment is replaced, the path keeps its structure.
-    _Rule(PiiKind.HOME_USER, re.compile(rf"\\?/(?:Users|home)\\?/{_NOT_A_USER}(?P<secret>{_USER})")),
+    _Rule(PiiKind.HOME_USER, re.compile(rf"{_PATH_ROOT}\\?/(?:Users|home)\\?/{_NOT_A_USER}(?P<secret>{_USER})")),
     _Rule(PiiKind.HOME_USER, re.compile(rf"(?<![A-Za-z0-9])[A-Za-z]:/(?i:users|documents and settings)/{_NOT_A_USER}(?P<secret>{_WIN_USER})")),
     _Rule(
         PiiKind.HOME_USER,
-        re.compile(rf"(?:(?<![A-Za-z0-9])[A-Za-z]:)?\\{{1,2}}(?i:users|documents and settings)\\{{1,2}}{_NOT_A_USER}(?P<secret>{_WIN_USER})"),
+        re.compile(rf"(?:(?<![A-Za-z0-9])[A-Za-z]:|(?<![\w.\-/\\]))\\{{1,2}}(?i:users|documents and settings)\\{{1,2}}{_NOT_A_USER}(?P<secret>{_WIN_USER})"),
     ),
     _Rule(
         PiiKind.EMAIL,
