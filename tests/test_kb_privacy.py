@@ -1,4 +1,4 @@
-"""Strict mode keeps every sensitive substring of the 68 cases out of every KnowHub table, dead
+"""Strict mode keeps every sensitive substring of the redaction cases out of every KnowHub table, dead
 letter, event log and log line; relaxed mode keeps them."""
 
 from __future__ import annotations
