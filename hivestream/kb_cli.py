@@ -10,6 +10,7 @@ line on stderr and exit with code 2.
 from __future__ import annotations
 
 import getpass
+import json
 import sys
 import time
 from enum import StrEnum
@@ -18,6 +19,7 @@ from typing import Annotated, Any, NoReturn
 
 import duckdb
 import typer
+from pydantic import ValidationError
 from rich.console import Console
 from rich.text import Text
 
@@ -27,7 +29,7 @@ from projections.kb_queries import KB_QUERIES
 from projections.queries import open_for_reading
 from streams.deadletter import RejectedInput
 from streams.events import stable_id
-from streams.experiences.build import build_experience
+from streams.experiences.build import build_experience, safe_text
 from streams.experiences.events import ExperienceReviewed, KbEvent, kb_key
 from streams.experiences.search import SearchDoc, format_json, format_prompt, search
 from streams.experiences.settings import KbSettings
@@ -88,20 +90,26 @@ def _emit(ev: KbEvent, db: Path, kafka: bool, bootstrap: str | None, namespace: 
             p.close()
         return t.experience_events
     from hivestream.kb_runner import run_kb_files
+    from projections.kb_sink import KbSink
 
     log = event_log(db)
+    try:
+        KbSink(db).close()  # fail before the event is logged, not after (a retry would submit it twice)
+    except duckdb.IOException as e:
+        _fail(f"cannot open {db} (is a projector running? use --kafka): {e}")
     with log.open("a", encoding="utf-8") as fh:
         fh.write(ev.model_dump_json() + "\n")
     try:
         run_kb_files([log], db, KbSettings())
     except duckdb.IOException as e:
-        _fail(f"cannot open {db} (is a projector running? use --kafka): {e}")
+        _fail(f"{db} was taken by another process; the event is in {log} and is applied by the next `kb run {log}`: {e}")
     return str(log)
 
 
 @kb_app.command()
 def run(
-    files: Annotated[list[Path], typer.Argument(help="hook-event JSONL files (and KnowHub event lines), in order", exists=True, dir_okay=False)],
+    files: Annotated[list[Path], typer.Argument(help="hook-event JSONL files or directories of them (and KnowHub event lines), in order",
+                                                exists=True)],
     db: DbOpt = Path("hivestream.duckdb"),
 ) -> None:
     """Embedded: derive KnowHub events from hook-event files and project them (extraction when HIVESTREAM_KB_EXTRACTION_ENABLED=1)."""
@@ -113,8 +121,11 @@ def run(
         client = ChatClient(s.extraction_base_url, s.extraction_model, s.extraction_api_key, s.extraction_timeout_s) if s.extraction_enabled else None
     except ValueError as e:
         _fail(f"extraction endpoint refused: {e}")
+    paths = [p for f in files for p in (sorted(f.rglob("*.jsonl")) if f.is_dir() else [f])]
+    if not paths:
+        _fail("no .jsonl files in " + ", ".join(map(str, files)))
     try:
-        rep = run_kb_files(files, db, s, completer=client)
+        rep = run_kb_files(paths, db, s, completer=client)
     except duckdb.IOException as e:
         _fail(f"cannot open {db}: {e}")
     finally:
@@ -198,22 +209,46 @@ def submit(
 def pending(
     db: DbOpt = Path("hivestream.duckdb"),
     quarantined: Annotated[bool, typer.Option("--quarantined", help="list quarantined experiences instead")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="print JSON rows (full ids and texts) instead of a table")] = False,
 ) -> None:
-    """Experiences waiting for review (or the quarantined ones), oldest first."""
+    """Experiences waiting for review (or the quarantined ones), oldest first; approve/reject take an id or a unique prefix."""
     status = "quarantined" if quarantined else "pending"
-    rows = _read(db, """SELECT experience_id, origin, submit_count, agent_ids, round(confidence, 2), left(task, 50), left(result, 60),
-                               injection_rules FROM experiences WHERE status = ? ORDER BY first_seen_ms, experience_id""", [status])
-    out.print(table(f"{status} experiences ({len(rows)})", ["id", "origin", "count", "agents", "conf", "task", "result", "rules"], rows))
+    cols = ["id", "origin", "count", "agents", "confidence", "task", "resource", "result", "rules"]
+    rows = _read(db, """SELECT experience_id, origin, submit_count, agent_ids, confidence, task, resource, result, injection_rules
+                        FROM experiences WHERE status = ? ORDER BY first_seen_ms, experience_id""", [status])
+    if as_json:
+        json.dump([dict(zip(cols, r, strict=True)) for r in rows], sys.stdout, default=str, indent=1)
+        sys.stdout.write("\n")
+        return
+    short: list[tuple[object, ...]] = [(i[:12], o, n, ", ".join(a), None if c is None else round(c, 2), t[:50], res[:60], ", ".join(ru))
+                                       for i, o, n, a, c, t, _r, res, ru in rows]
+    out.print(table(f"{status} experiences ({len(rows)}; ids shortened to a unique-enough prefix, --json for full rows)",
+                    ["id", "origin", "count", "agents", "conf", "task", "result", "rules"], short))
+
+
+def _resolve(db: Path, given: str) -> str:
+    """The full id of the experience ``given`` names: the id itself or a unique prefix (as ``kb pending`` prints it)."""
+    found = [r[0] for r in _read(db, "SELECT experience_id FROM experiences WHERE starts_with(experience_id, ?) ORDER BY 1 LIMIT 5",
+                                 [given.rstrip("…")])]
+    if given in found:
+        return given
+    if len(found) == 1:
+        return str(found[0])
+    if not found:
+        _fail(f"no experience {given!r} in {db} (see `hivestream kb pending --db {db}`)")
+    _fail(f"{given!r} names several experiences ({', '.join(found)}, ...): give more of the id")
 
 
 def _review(experience_id: str, decision: str, reason: str, reviewer: str, db: Path, kafka: bool, bootstrap: str | None, namespace: str | None) -> None:
     if not kafka or db.exists():
-        found = _read(db, "SELECT status FROM experiences WHERE experience_id = ?", [experience_id])
-        if not found:
-            _fail(f"no experience {experience_id!r} in {db} (see `hivestream kb pending --db {db}`)")
+        experience_id = _resolve(db, experience_id)
+    mode = KbSettings().privacy_mode
     now = int(time.time() * 1000)
-    ev = ExperienceReviewed(event_id=stable_id("review", experience_id, decision, now), event_time_ms=now, experience_id=experience_id,
-                            decision=decision, reviewer=reviewer, reason=reason)  # type: ignore[arg-type]
+    try:
+        ev = ExperienceReviewed(event_id=stable_id("review", experience_id, decision, now), event_time_ms=now, experience_id=experience_id,
+                                decision=decision, reviewer=safe_text(reviewer, mode), reason=safe_text(reason, mode))  # type: ignore[arg-type]
+    except ValidationError as e:
+        _fail(f"invalid review: {e.errors()[0]['loc'][0]}: {e.errors()[0]['msg']}")
     where = _emit(ev, db, kafka, bootstrap, namespace)
     out.print(f"{decision} {experience_id} → {where}")
 

@@ -68,7 +68,7 @@ def run_kb_files(paths: Iterable[Path], db: str | Path, settings: KbSettings | N
                     continue
                 report.lines += 1
                 pos = Position(origin, 0, off, 0)
-                for out in route_kb_record(raw, pos, deriver, clock(), use_record_time=False):
+                for out in route_kb_record(raw, pos, deriver, clock(), use_record_time=False, report_bad_records=True):
                     for item in _extracted(out, completer, settings, pos, clock, report):
                         if isinstance(item, DeadLetter):
                             fold.reject(item)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import duckdb
@@ -44,10 +46,12 @@ def test_review_cycle_and_search(tmp_path: Path) -> None:
     code, out, _ = invoke("run", write_lines(tmp_path / "h.jsonl", scenario_lines()), "--db", db)
     assert code == 0 and "experience-submitted 8" in out and "quarantined" in out
     code, out, _ = invoke("pending", "--db", db)
-    assert code == 0 and "pending experiences (6)" in out
+    assert code == 0 and "pending experiences (6;" in out
+    full = json.loads(invoke("pending", "--db", db, "--json")[1])
+    assert len(full) == 6 and {r["id"] for r in full} <= set(ids(db).values())
     kafka = ids(db)[EXPERIENCES[0][0]]
     assert invoke("search", "consumer group keeps rebalancing", "--db", db, "--format", "json")[1].strip() == "[]"  # nothing approved yet
-    code, out, _ = invoke("approve", kafka, "--db", db, "--reviewer", "lee")
+    code, out, _ = invoke("approve", kafka[:10], "--db", db, "--reviewer", "lee")  # a unique prefix, as the table shows it
     assert code == 0 and f"approved {kafka}" in out
     assert status(db)[EXPERIENCES[0][0]] == "approved"
     code, out, _ = invoke("reject", ids(db)[EXPERIENCES[1][0]], "--reason", "too vague", "--db", db)
@@ -61,7 +65,7 @@ def test_review_cycle_and_search(tmp_path: Path) -> None:
     # the flagged one is never returned unless asked for, even once approved by nobody
     assert json.loads(invoke("search", "flaky CI approve", "--db", db, "--format", "json")[1]) == []
     code, out, _ = invoke("pending", "--db", db, "--quarantined")
-    assert code == 0 and "quarantined experiences (1)" in out and ids(db)["Fix flaky CI"][:8] in out
+    assert code == 0 and "quarantined experiences (1;" in out and ids(db)["Fix flaky CI"][:8] in out
     for name in KB_QUERIES:
         code, out, _ = invoke("query", name, "--db", db, "--json")
         assert code == 0, name
@@ -99,3 +103,37 @@ def test_user_mistakes_exit_2_with_one_line(tmp_path: Path, args: tuple[str, ...
 def test_search_on_a_missing_file_exits_2(tmp_path: Path) -> None:
     code, _out, err = invoke("search", "x", "--db", tmp_path / "nope.duckdb")
     assert code == 2 and err.strip()
+
+
+def test_review_text_is_redacted_before_it_is_logged(tmp_path: Path) -> None:
+    db = tmp_path / "kb.duckdb"
+    invoke("run", write_lines(tmp_path / "h.jsonl", scenario_lines()), "--db", db)
+    target = ids(db)[EXPERIENCES[2][0]]
+    code, _out, _ = invoke("reject", target, "--reason", "dup of zed.pemberton@mail.example, see /Users/zedpemberton/t",
+                           "--reviewer", "zed.pemberton@mail.example", "--db", db)
+    assert code == 0
+    logged = event_log(db).read_text()
+    assert "zed.pemberton" not in logged and "zedpemberton" not in logged and "[REDACTED:email]" in logged
+
+
+def test_a_held_file_refuses_the_submission_before_logging_it(tmp_path: Path) -> None:
+    db = tmp_path / "kb.duckdb"
+    invoke("submit", "--task", "t", "--result", "r", "--db", db)
+    before = event_log(db).read_text()
+    holder = subprocess.Popen([sys.executable, "-c", "import duckdb, sys, time; c = duckdb.connect(sys.argv[1]); print('ok', flush=True); time.sleep(60)",
+                               str(db)], stdout=subprocess.PIPE)  # another process holds the file
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == b"ok"
+        code, _out, err = invoke("submit", "--task", "locked", "--result", "r", "--db", db)
+    finally:
+        holder.kill()
+        holder.wait()
+    assert code == 2 and "cannot open" in err
+    assert event_log(db).read_text() == before
+
+
+def test_ambiguous_or_unknown_prefixes_exit_2(tmp_path: Path) -> None:
+    db = tmp_path / "kb.duckdb"
+    invoke("run", write_lines(tmp_path / "h.jsonl", scenario_lines()), "--db", db)
+    assert invoke("approve", "", "--db", db)[0] == 2  # every id starts with ""
+    assert invoke("approve", "zzzz", "--db", db)[0] == 2

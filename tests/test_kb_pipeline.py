@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -165,3 +167,32 @@ def test_injection_attempts_are_quarantined_and_ordinary_experiences_are_not(tmp
     ok = {k: v for k, v in got if k.startswith("ok-")}
     assert len(inj) == len(POSITIVE) and set(inj.values()) == {"quarantined"}
     assert len(ok) == len(NEGATIVE) and set(ok.values()) == {"approved"}
+
+
+def test_kb_run_dead_letters_every_bad_line_and_goes_on(tmp_path: Path) -> None:
+    good = oc_tool(T0, "s", "a", "kb_submit", submit("ok task", "ok result"))
+    lines = [
+        b'{"hook": "after_tool_call", "event": {"toolName": "kb_submit", "params": {"task": "t"',  # truncated
+        b"not json at all",
+        b"[1, 2, 3]",
+        b'{"hook": "after_tool_call", "timestamp": "yesterday-ish", "event": {"toolName": "kb_submit", "params": {}}, "ctx": {}}',
+        b'{"hook": "after_tool_call", "timestamp": 1, "event": {"toolName": "kb_submit", "params": {"task": "\xe9\xff"}}}'.replace(
+            b"\\xe9\\xff", b"\xe9\xff"),
+        b'{"hook": "after_tool_call", "timestamp": 1, "event": "not an object", "ctx": {}}',
+        b'{"hook": "after_tool_call", "timestamp": 1, "event": {}, "ctx": [1]}',
+        b'{"type": "experience-submitted", "schema_version": 99, "event_id": "e99", "event_time_ms": 1, "task": "t", "result": "r"}',
+        json.dumps(oc_tool(T0 + 1, "s", "a", "kb_submit", submit("x" * 3_000_000, "huge"))).encode(),
+        json.dumps(good).encode(),
+    ]
+    log = tmp_path / "bad.jsonl"
+    log.write_bytes(b"\n".join(lines) + b"\n")
+    db = tmp_path / "kb.duckdb"
+    started = time.perf_counter()
+    rep = run_kb_files([log], db)
+    took = time.perf_counter() - started
+    assert sum(rep.dead_letters.values()) == len(lines) - 1
+    assert rep.dead_letters["unknown_schema_version"] == 1 and rep.dead_letters["not_utf8"] == 1 and rep.dead_letters["bad_timestamp"] == 1
+    assert rows(db, "SELECT task FROM experiences") == [("ok task",)]
+    huge = rows(db, "SELECT detail, octet_length(original) FROM kb_dead_letters WHERE detail LIKE '%characters, over%'")
+    assert len(huge) == 1 and huge[0][1] <= 262_144
+    print(f"10 lines with a 3 MB field: {took:.1f} s")  # a figure, not an assertion: see bench/ for speed targets

@@ -52,8 +52,11 @@ def adapt_kb_line(payload: dict[str, Any], event_time_ms: int) -> HookEvent:
     """Adapt a KnowHub event line (validated later by the KnowHub step, which redacts it).
 
     Raises:
-        RejectedInput: ``missing_field`` when it has no ``event_id``.
+        RejectedInput: ``unknown_schema_version`` for a ``schema_version`` other than 1;
+            ``missing_field`` when it has no ``event_id``.
     """
+    if payload.get("schema_version", 1) != 1:
+        raise RejectedInput(Reason.UNKNOWN_SCHEMA_VERSION, f"KnowHub event has schema_version {payload.get('schema_version')!r}; this version reads 1")
     eid = payload.get("event_id")
     if not isinstance(eid, str) or not eid:
         raise RejectedInput(Reason.MISSING_FIELD, "KnowHub event has no 'event_id'")

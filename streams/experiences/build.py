@@ -18,7 +18,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from streams.deadletter import Reason, RejectedInput
-from streams.experiences.events import ExperienceExtracted, ExperienceSubmitted
+from streams.experiences.events import FIELD_LIMITS, ExperienceExtracted, ExperienceSubmitted
 from streams.experiences.injection import detect_injection
 from streams.experiences.redact import RedactionMode, redact
 from streams.experiences.settings import KbSettings
@@ -57,6 +57,8 @@ def _str_field(fields: dict[str, Any], name: str, mode: RedactionMode, *, requir
         raise RejectedInput(Reason.WRONG_SHAPE, f"experience field {name!r} must be a string, got {type(v).__name__}")
     if required and not v.strip():
         raise RejectedInput(Reason.MISSING_FIELD, f"experience field {name!r} is blank")
+    if len(v) > FIELD_LIMITS[name]:  # checked before redaction, so a huge field costs nothing
+        raise RejectedInput(Reason.WRONG_SHAPE, f"experience field {name!r} is {len(v)} characters, over the {FIELD_LIMITS[name]}-character limit")
     return v
 
 

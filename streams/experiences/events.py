@@ -31,6 +31,12 @@ from streams.deadletter import Reason, RejectedInput
 
 MAX_MS = 253402300799999
 
+MAX_TASK_CHARS = 2000
+MAX_RESOURCE_CHARS = 4000
+MAX_RESULT_CHARS = 8000
+FIELD_LIMITS = {"task": MAX_TASK_CHARS, "resource": MAX_RESOURCE_CHARS, "result": MAX_RESULT_CHARS}
+"""The longest task, resource and result an experience may hold (characters)."""
+
 Ms = Annotated[int, Field(ge=0, le=MAX_MS)]
 Id = Annotated[str, Field(min_length=1, max_length=200)]
 Status = Literal["pending", "approved", "rejected", "quarantined"]
@@ -47,9 +53,9 @@ class _Event(BaseModel):
 class _Experience(_Event):
     """The fields every experience event carries (see :class:`ExperienceSubmitted`)."""
 
-    task: str = Field(min_length=1, max_length=2000)
-    resource: str = Field(default="", max_length=4000)
-    result: str = Field(min_length=1, max_length=8000)
+    task: str = Field(min_length=1, max_length=MAX_TASK_CHARS)
+    resource: str = Field(default="", max_length=MAX_RESOURCE_CHARS)
+    result: str = Field(min_length=1, max_length=MAX_RESULT_CHARS)
     confidence: float | None = Field(default=None, ge=0.0, le=1.0, allow_inf_nan=False)
     agent_id: str = Field(default="", max_length=200)
     submitted_by: str = Field(default="", max_length=200)

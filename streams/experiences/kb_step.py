@@ -16,7 +16,7 @@ import json
 import logging
 from collections.abc import Callable
 
-from streams.deadletter import DeadLetter, Reason, RejectedInput
+from streams.deadletter import MAX_ORIGINAL_BYTES, DeadLetter, Reason, RejectedInput
 from streams.decode import decode_hook_record
 from streams.events import stable_id
 from streams.experiences.build import build_experience, safe_text
@@ -44,6 +44,8 @@ def redact_original(raw: bytes, mode: RedactionMode) -> bytes:
     else is redacted as UTF-8 text (invalid bytes replaced)."""
     if mode is RedactionMode.RELAXED:
         return raw
+    if len(raw) > MAX_ORIGINAL_BYTES:  # the dead letter keeps this much anyway; redact only that
+        raw = raw[:MAX_ORIGINAL_BYTES]
     try:
         obj = json.loads(raw)
     except (ValueError, RecursionError):
@@ -53,31 +55,41 @@ def redact_original(raw: bytes, mode: RedactionMode) -> bytes:
 
 def redacted_dead_letter(err: RejectedInput, raw: bytes, pos: Position, now_ms: int, mode: RedactionMode, event_id: str = "") -> DeadLetter:
     """A dead letter whose detail and original are redacted in strict mode (see :func:`redact_original`)."""
+    if len(raw) > MAX_ORIGINAL_BYTES and mode is RedactionMode.STRICT:
+        err = RejectedInput(err.reason, f"{err.detail} (original {len(raw)} bytes, truncated to {MAX_ORIGINAL_BYTES})")
     original = redact_original(raw, mode)
     return DeadLetter.of(RejectedInput(err.reason, safe_text(err.detail, mode)), original, pos.topic, pos.partition, pos.offset, now_ms, event_id)
 
 
-def route_kb_record(raw: bytes | None, pos: Position, deriver: KbDeriver, now_ms: int, *, use_record_time: bool = True) -> list[Derived | DeadLetter]:
+def route_kb_record(raw: bytes | None, pos: Position, deriver: KbDeriver, now_ms: int, *, use_record_time: bool = True,
+                    report_bad_records: bool = False) -> list[Derived | DeadLetter]:
     """What one ``hook-events`` record gives the KnowHub path. Never raises.
 
-    With ``use_record_time`` a native payload without a time of its own takes ``pos.timestamp_ms``
-    (the Kafka record timestamp, as the frames path does); files pass False.
+    Args:
+        use_record_time: a native payload without a time of its own takes ``pos.timestamp_ms``
+            (the Kafka record timestamp, as the frames path does); files pass False.
+        report_bad_records: dead-letter a record that is no hook event at all (malformed JSON,
+            not UTF-8, a bad time, an unknown shape). The worker leaves those to the frames
+            path, which dead-letters every such record of ``hook-events`` once; ``kb run``,
+            which has no frames path, reports them itself.
     """
-    if not might_be_kb(raw):
-        return []
-    assert raw is not None
     mode = deriver.settings.privacy_mode
+    if not report_bad_records and not might_be_kb(raw):
+        return []
+    data = raw or b""
     try:
-        ev = decode_hook_record(raw, received_at_ms=pos.timestamp_ms if use_record_time else None)
-    except RejectedInput:
-        return []  # not a hook event: dead-lettered by the frames path
+        if not data.strip():
+            raise RejectedInput(Reason.MALFORMED_JSON, "empty record")
+        ev = decode_hook_record(data, received_at_ms=pos.timestamp_ms if use_record_time else None)
+    except RejectedInput as e:
+        return [redacted_dead_letter(e, data, pos, now_ms, mode)] if report_bad_records else []
     try:
         return list(deriver.derive(ev))
     except RejectedInput as e:
-        return [redacted_dead_letter(e, raw, pos, now_ms, mode, ev.event_id)]
+        return [redacted_dead_letter(e, data, pos, now_ms, mode, ev.event_id)]
     except Exception as e:  # a bug must not stop the stream
         log.exception("KnowHub processing error at %s[%d]@%d", pos.topic, pos.partition, pos.offset)
-        return [redacted_dead_letter(RejectedInput(Reason.PROCESSING_ERROR, f"{type(e).__name__}: {e}"), raw, pos, now_ms, mode, ev.event_id)]
+        return [redacted_dead_letter(RejectedInput(Reason.PROCESSING_ERROR, f"{type(e).__name__}: {e}"), data, pos, now_ms, mode, ev.event_id)]
 
 
 def run_extraction(req: ExtractionRequest, client: Completer | Callable[[], Completer], settings: KbSettings, pos: Position,
