@@ -125,15 +125,3 @@ class KbSink:
             con.execute("ROLLBACK")
             raise
 
-
-def experiences_rows(db: str | Path) -> list[tuple[Any, ...]]:
-    """Every ``experiences`` row of ``db`` in id order (for comparisons).
-
-    Raises:
-        duckdb.Error: when ``db`` cannot be read.
-    """
-    con = duckdb.connect(str(db), read_only=True)
-    try:
-        return con.execute("SELECT * FROM experiences ORDER BY experience_id").fetchall()
-    finally:
-        con.close()

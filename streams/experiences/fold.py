@@ -61,9 +61,6 @@ class KbBatch:
     touched: set[str] = field(default_factory=set)
     hooks: list[str] = field(default_factory=list)
 
-    def __len__(self) -> int:
-        return len(self.submissions) + len(self.reviews) + len(self.telemetry) + len(self.dead_letters)
-
 
 class KbFold:
     """Folds KnowHub events into :class:`KbBatch` rows.

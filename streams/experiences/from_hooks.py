@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
@@ -218,13 +219,15 @@ class KbDeriver:
 
     @staticmethod
     def _with_counts(built: KbEvent, ev: HookEvent) -> KbEvent:
-        """Add the replacements the ingest scrub counted to an experience event's own."""
-        prior = prior_counts(ev.raw)
+        """Add the replacements made before this step to an experience event's own: those the ingest
+        scrub counted, and for a KnowHub line redacted earlier (``kb submit``) the ``redactions`` it carries."""
+        prior = Counter(prior_counts(ev.raw))
+        if ev.source == "knowhub":
+            prior.update(prior_counts(ev.raw, "redactions"))
         if not prior or not isinstance(built, ExperienceSubmitted | ExperienceExtracted):
             return built
-        merged = dict(built.redactions)
-        for k, v in prior.items():
-            merged[k] = merged.get(k, 0) + v
+        merged = Counter(built.redactions)
+        merged.update(prior)
         return built.model_copy(update={"redactions": dict(sorted(merged.items()))})
 
     def _kb_line(self, ev: HookEvent) -> KbEvent:
@@ -238,16 +241,8 @@ class KbDeriver:
             prov["runtime"] = str(d.get("runtime") or "cli")
             prov["source_tool"] = prov["source_tool"] or "cli"
             extracted_from = str(d.get("extracted_from") or eid) if kind == "experience-extracted" else None
-            built = build_experience(d, event_id=eid, event_time_ms=t, settings=self.settings, extracted_from=extracted_from,
-                                     model=str(d.get("model") or ""), **prov)
-            before = d.get("redactions")  # a line redacted earlier (kb submit) keeps the counts it was redacted with
-            if isinstance(before, dict) and all(isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) and v >= 0
-                                                for k, v in before.items()):
-                merged = dict(before)
-                for k, v in built.redactions.items():
-                    merged[k] = merged.get(k, 0) + v
-                built = built.model_copy(update={"redactions": merged})
-            return built
+            return build_experience(d, event_id=eid, event_time_ms=t, settings=self.settings, extracted_from=extracted_from,
+                                    model=str(d.get("model") or ""), **prov)
         try:
             if kind == "experience-reviewed":
                 d["reason"] = safe_text(str(d.get("reason") or ""), mode)
@@ -263,7 +258,3 @@ class KbDeriver:
             errs = "; ".join(f"{'.'.join(map(str, err['loc']))}: {err['msg']}" for err in e.errors())
             raise RejectedInput(Reason.WRONG_SHAPE, f"KnowHub event: {errs}") from e
 
-
-def experience_events(derived: list[Derived]) -> list[ExperienceSubmitted | ExperienceExtracted]:
-    """The experience events among ``derived``."""
-    return [d for d in derived if isinstance(d, ExperienceSubmitted | ExperienceExtracted)]

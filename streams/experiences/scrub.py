@@ -87,9 +87,9 @@ def scrub_kb_event(ev: HookEvent, mode: RedactionMode) -> HookEvent:
     return ev.model_copy(update={"raw": raw})
 
 
-def prior_counts(raw: dict[str, Any] | None) -> dict[str, int]:
-    """The replacement counts a scrubbed payload carries (empty when none or malformed)."""
-    c = (raw or {}).get(COUNTS_KEY)
+def prior_counts(raw: dict[str, Any] | None, key: str = COUNTS_KEY) -> dict[str, int]:
+    """The replacement counts a payload carries under ``key`` (default: the scrub's own; empty when none or malformed)."""
+    c = (raw or {}).get(key)
     if not isinstance(c, dict):
         return {}
     return {k: v for k, v in c.items() if isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) and v > 0}
