@@ -3,15 +3,17 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from kafka import KafkaConsumer, TopicPartition
 
 from streams.topics import Topics
-from tests.kafka_harness import REPO_ROOT, end_offset_sum, group_lag, kill9, stop, unique_namespace, wait_until
+from tests.kafka_harness import REPO_ROOT, end_offset_sum, kill9, stop, unique_namespace, wait_until
 from tests.stub_kafka_scenario import embedded, stub_scenario, stub_tables, write_scenario
 
 pytestmark = pytest.mark.kafka
@@ -46,13 +48,15 @@ def test_stub_kafka_path_equals_the_embedded_runner(kafka_bootstrap: str, tmp_pa
     out = cli(kafka_bootstrap, "stubs", "produce", str(log), "--namespace", ns).stdout
     assert "broadcast to 4 partitions" in out
     lines = sum(1 for raw in log.read_bytes().split(b"\n") if raw.strip())
-    group = f"{ns}-stubs"
 
-    def caught_up() -> bool:
-        try:
-            return group_lag(kafka_bootstrap, group, [t.stub_events]) == 0
-        except Exception:  # the group coordinator is not ready yet
-            return False
+    messages = {(d["channel"], d["message_id"]) for d in map(_json_or_none, log.read_bytes().splitlines())
+                if isinstance(d, dict) and d.get("type") == "message-embedded"}
+
+    def all_processed() -> bool:
+        """Every message of the log has its message-processed record on stub-matches. (Not the consumer
+        group's lag: after a kill -9 faust sometimes stops advancing the restarted worker's committed
+        offsets although it has processed and emitted everything; see the README.)"""
+        return messages <= processed(kafka_bootstrap, t.stub_matches)
 
     w = start_stub_worker(kafka_bootstrap, ns, tmp_path / "w", tmp_path / "worker.log")
     try:
@@ -61,7 +65,7 @@ def test_stub_kafka_path_equals_the_embedded_runner(kafka_bootstrap: str, tmp_pa
         kill9(w)
     w = start_stub_worker(kafka_bootstrap, ns, tmp_path / "w", tmp_path / "worker.log")
     try:
-        wait_until(caught_up, 240, f"consumer group {group} to catch up")
+        wait_until(all_processed, 240, "every message's outcome on stub-matches")
     finally:
         stop(w)
 
@@ -78,3 +82,30 @@ def test_stub_kafka_path_equals_the_embedded_runner(kafka_bootstrap: str, tmp_pa
     # the projection was built with the worker's settings; what-if reads them
     whatif = cli(kafka_bootstrap, "stubs", "whatif", str(log), "--db", str(db), "--threshold", "0.6").stdout
     assert "0.6" in whatif
+
+
+def _json_or_none(raw: bytes) -> object:
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return None
+
+
+def processed(bootstrap: str, topic: str) -> set[tuple[str, str]]:
+    """(channel, message id) of every message-processed record on ``topic``."""
+    c = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    try:
+        tps = [TopicPartition(topic, p) for p in sorted(c.partitions_for_topic(topic) or ())]
+        c.assign(tps)
+        c.seek_to_beginning(*tps)
+        ends = c.end_offsets(tps)
+        out: set[tuple[str, str]] = set()
+        while any(c.position(tp) < ends[tp] for tp in tps):
+            for recs in c.poll(timeout_ms=1000).values():
+                for r in recs:
+                    d = json.loads(r.value)
+                    if d.get("type") == "message-processed":
+                        out.add((d["channel"], d["message_id"]))
+        return out
+    finally:
+        c.close()
