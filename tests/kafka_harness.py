@@ -157,18 +157,51 @@ def wait_until(pred: Callable[[], bool], timeout_s: float, what: str, every_s: f
         time.sleep(every_s)
 
 
-def wait_worker_done(bootstrap: str, topics: Topics, timeout_s: float = 240) -> None:
-    """Wait until the dedup app has committed everything of hook-events and captures."""
+def _event_ids(bootstrap: str, topic: str, parse: Callable[[bytes], str]) -> set[str]:
+    """The ids ``parse`` reads from every record of ``topic``."""
+    c = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    try:
+        tps = [TopicPartition(topic, p) for p in sorted(c.partitions_for_topic(topic) or ())]
+        c.assign(tps)
+        c.seek_to_beginning(*tps)
+        ends = c.end_offsets(tps)
+        out: set[str] = set()
+        while any(c.position(tp) < ends[tp] for tp in tps):
+            for recs in c.poll(timeout_ms=1000).values():
+                out.update(parse(r.value) for r in recs if r.value)
+        return out
+    finally:
+        c.close()
+
+
+def wait_worker_done(bootstrap: str, topics: Topics, timeout_s: float = 240, quiet_s: float = 15.0) -> None:
+    """Wait until the dedup app is done: its consumer group has committed everything of
+    hook-events and captures, or (faust sometimes stops advancing a restarted worker's committed
+    offsets although it has processed everything; see the README) its outputs have not grown for
+    ``quiet_s`` seconds and every capture on ``captures`` has its frame event on ``frames``."""
     group = f"{topics.namespace}-dedup" + (f"-{topics.frames_version}" if topics.frames_version else "")
+    last: dict[str, Any] = {"sizes": None, "since": time.monotonic()}
 
     def done() -> bool:
         try:
-            lag = group_lag(bootstrap, group, [topics.hook_events, topics.captures])
+            if end_offset_sum(bootstrap, topics.captures) == 0:
+                return False
+            if group_lag(bootstrap, group, [topics.hook_events, topics.captures]) == 0:
+                return True
+            sizes = (end_offset_sum(bootstrap, topics.captures), end_offset_sum(bootstrap, topics.frames))
         except KafkaError:  # the group coordinator is not ready yet on a fresh broker
             return False
-        return lag == 0 and end_offset_sum(bootstrap, topics.captures) > 0
+        now = time.monotonic()
+        if sizes != last["sizes"]:
+            last["sizes"], last["since"] = sizes, now
+            return False
+        if now - last["since"] < quiet_s:
+            return False
+        captured = _event_ids(bootstrap, topics.captures, lambda v: str(json.loads(v)["event_id"]))
+        framed = _event_ids(bootstrap, topics.frames, lambda v: str(json.loads(v)["capture"]["event_id"]))
+        return captured <= framed
 
-    wait_until(done, timeout_s, f"consumer group {group} to catch up")
+    wait_until(done, timeout_s, f"consumer group {group} to catch up", every_s=1.0)
 
 
 def project_all(bootstrap: str, topics: Topics, db: Path) -> None:
