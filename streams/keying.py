@@ -1,0 +1,70 @@
+"""How a hook event is keyed when it enters Kafka: by the key group of its body hash.
+
+Every capture of one body must reach the dedup step through one partition, in the order the log
+holds it, whatever the partition count; and the event-time watermark that decides when a frame
+closes must not depend on which other bodies share that partition. Both follow from keying
+``hook-events`` by a **key group**: ``int(body_hash[:8], 16) % KEY_GROUPS`` (the role Flink's
+key groups / max parallelism play). The record key is ``b"kg:<group>"``, so any Kafka client's
+default partitioner (murmur2 of the key, mod the partition count) sends a whole key group to one
+partition; the dedup step keeps one watermark per key group, so its decisions depend only on the
+sequence of that group's captures, which is the same on every partition count, live and on replay,
+and in the embedded runner.
+
+Events that carry no turn text (tool calls, session starts, plugin hooks) keep the session key,
+so a session's non-capture events stay ordered; an event whose body is rejected (empty, too large)
+also keeps the session key and is dead-lettered by the worker as before.
+
+``KEY_GROUPS`` is fixed for the life of a topic: it bounds the useful partition count (256).
+"""
+
+from __future__ import annotations
+
+from streams.body_hash import KeyStrategy
+from streams.capture import DEFAULT_MAX_BODY_BYTES, to_capture
+from streams.deadletter import RejectedInput
+from streams.events import HookEvent
+
+KEY_GROUPS = 256
+_GROUP_PREFIX = "kg:"
+
+
+def key_group(body_hash: str) -> int:
+    """The key group of a body hash: its first 32 bits as an unsigned integer, mod :data:`KEY_GROUPS`.
+
+    Args:
+        body_hash: 64-hex SHA-256 (:func:`streams.body_hash.body_hash`); any hex string of at
+            least 8 characters.
+
+    Raises:
+        ValueError: when ``body_hash`` does not start with 8 hex digits.
+    """
+    return int(body_hash[:8], 16) % KEY_GROUPS
+
+
+def group_record_key(group: int) -> bytes:
+    """The ``hook-events`` record key of key group ``group`` (``b"kg:17"``)."""
+    return f"{_GROUP_PREFIX}{group}".encode()
+
+
+def hook_event_key(ev: HookEvent, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> bytes:
+    """The ``hook-events`` record key of ``ev``.
+
+    A capture (an event with turn text) is keyed by the key group of its body hash
+    (:func:`group_record_key`); anything else, and a capture whose body the worker will reject,
+    by its session scope (UTF-8). The key strategy does not matter here: ``body+event`` keys refine
+    ``body`` keys, so both strategies find all their captures in one partition.
+
+    Args:
+        ev: a validated hook event.
+        max_body_bytes: the body limit the worker applies (a rejected body keeps the session key).
+
+    Returns:
+        The key bytes; pass them to the producer and let its default partitioner pick the partition.
+    """
+    try:
+        cap = to_capture(ev, strategy=KeyStrategy.BODY, max_body_bytes=max_body_bytes)
+    except RejectedInput:
+        cap = None
+    if cap is None:
+        return ev.session.encode()
+    return group_record_key(key_group(cap.body_hash))
