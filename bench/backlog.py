@@ -23,7 +23,13 @@ from pathlib import Path
 DAY_MS = 86_400_000
 START_MS = 1_790_000_000_000  # 2026-09-21 (UTC), a fixed epoch so runs are comparable
 SHORT_PROMPTS = ("continue", "yes, go ahead", "ok", "thanks!", "run the tests again", "looks good, commit it")
-_WORDS = ["kafka", "partition", "offset", "consumer", "group", "replay", "window", "watermark", "lateness", "frame", "memory", "agent", "gateway", "session", "channel", "dedup", "projection", "duckdb", "snapshot", "changelog", "table", "worker", "rebalance", "commit", "idempotent", "spool", "hook", "prompt", "reply", "capture", "source", "provenance", "body", "hash", "prefix", "telegram", "discord", "slack", "whatsapp", "deploy", "rollback", "migration", "schema", "index", "query", "latency", "throughput", "backlog", "retry", "timeout", "token", "budget"]
+_WORDS = (
+    "kafka", "partition", "offset", "consumer", "group", "replay", "window", "watermark", "lateness", "frame", "memory", "agent",
+    "gateway", "session", "channel", "dedup", "projection", "duckdb", "snapshot", "changelog", "table", "worker", "rebalance", "commit",
+    "idempotent", "spool", "hook", "prompt", "reply", "capture", "source", "provenance", "body", "hash", "prefix", "telegram",
+    "discord", "slack", "whatsapp", "deploy", "rollback", "migration", "schema", "index", "query", "latency", "throughput", "backlog",
+    "retry", "timeout", "token", "budget",
+)
 _CHANNELS = ("telegram", "discord", "slack", "whatsapp")
 
 
