@@ -40,7 +40,7 @@ def frame_event_to_json(fe: FrameEvent) -> bytes:
     if fe.kind == "touched":
         cap["content"] = None
     doc = {"schema_version": FRAME_EVENT_SCHEMA, "kind": fe.kind, "frame_id": fe.frame_id,
-           "frame_time_ms": fe.frame_time_ms, "capture": cap}
+           "frame_time_ms": fe.frame_time_ms, "late": fe.late, "capture": cap}
     return json.dumps(doc, ensure_ascii=False).encode()
 
 
@@ -60,7 +60,7 @@ def frame_event_from_json(raw: bytes) -> FrameEvent:
         kind = d["kind"]
         if kind not in ("created", "touched"):
             raise ValueError(f"kind {kind!r}")
-        return FrameEvent(kind, str(d["frame_id"]), Capture(**cap), int(d["frame_time_ms"]))
+        return FrameEvent(kind, str(d["frame_id"]), Capture(**cap), int(d["frame_time_ms"]), bool(d.get("late", False)))
     except (KeyError, TypeError, ValueError) as e:
         raise RejectedInput(Reason.WRONG_SHAPE, f"frame event: {e}") from e
 

@@ -109,6 +109,6 @@ def test_kb_kafka_path_equals_the_embedded_runner(kafka_bootstrap: str, tmp_path
     cli(kafka_bootstrap, "kb", "project", "--db", str(again), "--namespace", ns, "--until-caught-up")
     assert tables(again) == got
     # strict mode: no sensitive substring on any topic or in the worker's log
-    for topic in (t.hook_events, t.captures, t.frames, t.dead_letter, t.experience_events, t.kb_extract, t.kb_dead_letter):
+    for topic in (t.hook_events, t.frames, t.dead_letter, t.experience_events, t.kb_extract, t.kb_dead_letter):
         assert leaks(topic_bytes(kafka_bootstrap, topic)) == [], topic
     assert leaks((tmp_path / "worker.log").read_bytes()) == []
