@@ -3,11 +3,17 @@
 ``hook-events`` is keyed by key group (:mod:`streams.keying`), so every capture of one body
 arrives at one agent partition, in log order, whatever the partition count. Per record the agent
 decodes and adapts (bad input → ``dead-letter``), dedups by the pure
-:class:`~streams.dedup.DedupCore` whose state lives in the faust table ``dedup-state`` (changelog
-topic; one core per partition, its watermarks per key group), and sends the frame event to
-``frames``. It also derives the KnowHub events of the record (redacted) → ``experience-events``;
-extraction requests → ``kb-extract`` → the **extract** agent (the OpenAI-compatible endpoint, off by
-default; results kept in the table ``kb-extractions`` so a re-processed request re-emits them).
+:class:`~streams.dedup.DedupCore` (one core per partition, its watermarks per key group), and sends
+the frame event to ``frames``. The core's state is a plain dict per partition in front of the faust
+table ``dedup-state``: the keys changed since the last commit are written to the table's changelog
+topic right before faust commits (:class:`streams.faust_base.FlushBeforeCommitConsumer`) and when a
+partition is revoked, so the changelog always covers the committed records, one changelog record per
+changed key per commit instead of one per capture; a worker that takes a partition over restores it
+from the compacted changelog (memory store: the state is bounded by the window).
+
+The agent also derives the KnowHub events of the record (redacted) → ``experience-events``, and
+extraction requests → ``kb-extract`` → the **extract** agent (the OpenAI-compatible endpoint, off
+by default; results kept in the table ``kb-extractions`` so a re-processed request re-emits them).
 
 Outputs go through faust's producer directly (``app.producer.send``: one buffered send, no
 per-message future bookkeeping); faust flushes the producer before it commits offsets, so
@@ -23,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import faust
+import orjson
 
 from streams.capture import Capture
 from streams.clock import wall_clock_ms
@@ -34,9 +41,10 @@ from streams.experiences.extract import ChatClient, Completer
 from streams.experiences.from_hooks import ExtractionRequest, KbDeriver
 from streams.experiences.kb_step import might_be_kb, redacted_dead_letter, route_kb_record, run_extraction
 from streams.experiences.settings import KbSettings
-from streams.faust_base import changelog_specs, make_faust_app, run_app
+from streams.faust_base import changelog_specs, make_faust_app, on_before_commit, run_app
 from streams.keying import group_record_key
 from streams.settings import Settings
+from streams.state import TrackedState
 from streams.steps import Position, route_hook_record
 from streams.topics import Topics, TopicSpec, partition_for
 
@@ -98,15 +106,34 @@ def create_app(
     deriver = None if frames_version else KbDeriver(kbs)
     schema: Any = faust.Schema(key_type=str, key_serializer="raw", value_serializer="json")
     extractions = None if deriver is None else app.Table("kb-extractions", default=None, partitions=n, schema=schema)
-    table = app.Table("dedup-state", default=None, partitions=n, schema=schema)
+    # the dedup state: per partition a plain dict (TrackedState) in front of the faust table, written to
+    # the table's changelog right before each commit (streams.faust_base.FlushBeforeCommitConsumer)
+    table = app.Table("dedup-state", default=None, partitions=n, store="memory://",
+                      schema=faust.Schema(key_type=str, key_serializer="raw", value_serializer="raw"))
     cores: dict[int, DedupCore] = {}
+
+    def flush_state(partition: int | None = None) -> None:
+        for p, core in list(cores.items()):
+            if partition is not None and p != partition:
+                continue
+            assert isinstance(core.state, TrackedState)
+            upserts, deletes = core.state.drain()
+            for k, v in upserts.items():
+                table.send_changelog(p, k, orjson.dumps(v))
+            for k in deletes:
+                table.send_changelog(p, k, None)
+
+    on_before_commit(app, flush_state)
 
     @app.on_partitions_revoked.connect
     async def _forget(sender: Any, /, *args: Any, signal: Any, **kw: Any) -> None:
         revoked = args[0] if args else kw.get("revoked", ())
-        for tp in revoked:
-            if tp.topic == topics.hook_events:
-                cores.pop(tp.partition, None)  # rebuilt from the restored table if it comes back
+        mine = [tp.partition for tp in revoked if tp.topic == topics.hook_events and tp.partition in cores]
+        for p in mine:
+            flush_state(p)  # the next owner restores the partition from the changelog
+            cores.pop(p, None)
+        if mine:
+            await app.producer.flush()
 
     def core_for(partition: int) -> DedupCore:
         core = cores.get(partition)
@@ -119,9 +146,12 @@ def create_app(
                 off = getattr(app.consumer, "_committed_offset", {}).get(tp)  # faust keeps the last committed offsets here
                 return int(off) if off is not None else None
 
-            core = cores[partition] = DedupCore(
-                settings.window, allowed_lateness_ms=settings.allowed_lateness_ms, state=table, committed=committed,
-                owns=lambda k: partition_for(group_record_key(group_of_key(k)), n) == partition)
+            def owns(k: str) -> bool:
+                return partition_for(group_record_key(group_of_key(k)), n) == partition
+
+            restored = {k: orjson.loads(v) for k, v in list(table.data.items()) if v is not None and owns(k)}
+            core = cores[partition] = DedupCore(settings.window, allowed_lateness_ms=settings.allowed_lateness_ms,
+                                                state=TrackedState(restored), committed=committed)
         return core
 
     async def send(topic: str, key: bytes, value: bytes, partition: int | None = None) -> None:
@@ -150,7 +180,7 @@ def create_app(
             out = route_hook_record(raw, pos, settings, wall_clock_ms())
             if isinstance(out, Capture):
                 fe = core_for(m.partition).process(out)
-                await send(topics.frames, out.key.encode(), frame_event_to_json(fe))
+                await send(topics.frames, out.key.encode(), frame_event_to_json(fe), m.partition)  # frames has the partitions of hook-events
             elif isinstance(out, DeadLetter):
                 await send_dead(out)
             if deriver is not None and might_be_kb(raw):

@@ -14,10 +14,13 @@ cleared them at the revocation), so records fetched after the seek are processed
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
+from weakref import WeakKeyDictionary
 
 import faust
+from faust.transport.drivers.aiokafka import Consumer as AIOKafkaConsumer
 from mode.utils.queues import FlowControlEvent
 
 from streams.settings import Settings
@@ -41,6 +44,36 @@ class KeepQueuedFlowControl(FlowControlEvent):
             self.clear()
 
 
+_BEFORE_COMMIT: WeakKeyDictionary[Any, list[Callable[[], None]]] = WeakKeyDictionary()
+
+
+def on_before_commit(app: faust.App, hook: Callable[[], None]) -> None:
+    """Run ``hook`` right before each offset commit of ``app`` (see :class:`FlushBeforeCommitConsumer`)."""
+    _BEFORE_COMMIT.setdefault(app, []).append(hook)
+
+
+def run_before_commit(app: Any) -> None:
+    """Run the before-commit hooks of ``app`` in the order they were added."""
+    for hook in _BEFORE_COMMIT.get(app, ()):
+        hook()
+
+
+class FlushBeforeCommitConsumer(AIOKafkaConsumer):  # type: ignore[misc]
+    """faust's aiokafka consumer that runs the app's before-commit hooks before it commits.
+
+    A hook writes state that changed since the last commit to its table's changelog
+    (``send_changelog``, buffered); faust then flushes its producer and commits. So the changelog
+    always holds the state of at least every committed record (a write-back cache in front of a
+    faust table, as Kafka Streams flushes its stores on commit), and a table can be written outside
+    an event's context (faust issue #497: a table cannot be written inside ``take()``).
+    """
+
+    async def _commit_offsets(self, offsets: Mapping[Any, int], start_new_transaction: bool = True) -> bool:
+        run_before_commit(self.app)
+        done: bool = await super()._commit_offsets(offsets, start_new_transaction)
+        return done
+
+
 def make_faust_app(app_id: str, settings: Settings, *, store: str, partitions: int, data_dir: str | None) -> faust.App:
     """A faust app configured as every hivestream worker is.
 
@@ -48,7 +81,7 @@ def make_faust_app(app_id: str, settings: Settings, *, store: str, partitions: i
     second (faust flushes its producer before each commit, so outputs and changelog writes of the
     committed records are durable), a 10 s session timeout (a killed worker's partitions move after
     10 s, not 60 s), no web server, a producer that lingers 10 ms into 1 MiB batches, and the
-    :class:`KeepQueuedFlowControl` recovery fix. ``data_dir`` is the base of the workers' slot
+    :class:`KeepQueuedFlowControl` recovery fix and the :class:`FlushBeforeCommitConsumer`. ``data_dir`` is the base of the workers' slot
     directories (:func:`streams.workdir.claim_worker_dir`).
     """
     kwargs: dict[str, Any] = {}
@@ -78,6 +111,7 @@ def make_faust_app(app_id: str, settings: Settings, *, store: str, partitions: i
         **kwargs,
     )
     app.flow_control = KeepQueuedFlowControl(loop=app.loop)
+    app.transport.Consumer = FlushBeforeCommitConsumer  # type: ignore[misc]  # the transport makes its consumer from this attribute
     return app
 
 

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import json
 from typing import Any
-from unittest.mock import AsyncMock
+from unittest.mock import AsyncMock, Mock
 
 import pytest
 
 from streams.codec import frame_event_from_json
 from streams.events import from_prefixed
 from streams.faust_app import create_app
+from streams.faust_base import run_before_commit
 from streams.settings import Settings
 
 
@@ -40,8 +41,14 @@ async def test_dedup_agent_collapses_and_keeps_state_in_the_table(h: Any) -> Non
     out = [frame_event_from_json(v) for v in sent(h, h.topics.frames)]
     assert [(fe.kind, fe.frame_id, fe.capture.source) for fe in out] == [
         ("created", "a", "openclaw"), ("touched", "a", "claude-code"), ("created", "a", "openclaw")]
-    (state,) = [v for v in h.table.values()]
+    (state,) = h.cores[0].state.values()
     assert state["f"][0][:2] == ["a", 1000] and state["f"][0][4] == ["a", "b"]
+    # the changed key reaches the table's changelog right before a commit, once, with the state as JSON
+    h.table.send_changelog = Mock()
+    run_before_commit(h.app)
+    run_before_commit(h.app)
+    ((p, key, value),) = [c.args for c in h.table.send_changelog.call_args_list]
+    assert (p, json.loads(value)) == (0, state) and key in h.cores[0].state
 
 
 async def test_dedup_agent_routes_tool_events_and_bad_input(h: Any) -> None:
