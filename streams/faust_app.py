@@ -41,7 +41,7 @@ from streams.experiences.extract import ChatClient, Completer
 from streams.experiences.from_hooks import ExtractionRequest, KbDeriver
 from streams.experiences.kb_step import might_be_kb, redacted_dead_letter, route_kb_record, run_extraction
 from streams.experiences.settings import KbSettings
-from streams.faust_base import changelog_specs, make_faust_app, on_before_commit, run_app
+from streams.faust_base import BatchedOutput, changelog_specs, make_faust_app, on_before_commit, run_app
 from streams.keying import group_record_key
 from streams.settings import Settings
 from streams.state import TrackedState
@@ -108,20 +108,26 @@ def create_app(
     extractions = None if deriver is None else app.Table("kb-extractions", default=None, partitions=n, schema=schema)
     # the dedup state: per partition a plain dict (TrackedState) in front of the faust table, written to
     # the table's changelog right before each commit (streams.faust_base.FlushBeforeCommitConsumer)
-    table = app.Table("dedup-state", default=None, partitions=n, store="memory://",
-                      schema=faust.Schema(key_type=str, key_serializer="raw", value_serializer="raw"))
+    # (bytes keys and values: raw serializers, orjson inside; "memory://local" because a bare "memory://" URL is falsy
+    # to faust, which then falls back to the app's store)
+    table = app.Table("dedup-state", default=None, partitions=n, store="memory://local", key_type=bytes, value_type=bytes)
     cores: dict[int, DedupCore] = {}
 
-    def flush_state(partition: int | None = None) -> None:
+    out = BatchedOutput(app)
+
+    async def flush_state(partition: int | None = None) -> None:
+        """Send the keys changed since the last call to the table's changelog (compacted; None deletes), then every open batch."""
+        topic = table.changelog_topic.get_topic_name()
         for p, core in list(cores.items()):
             if partition is not None and p != partition:
                 continue
             assert isinstance(core.state, TrackedState)
             upserts, deletes = core.state.drain()
             for k, v in upserts.items():
-                table.send_changelog(p, k, orjson.dumps(v))
+                await out.append(topic, p, k.encode(), orjson.dumps(v))
             for k in deletes:
-                table.send_changelog(p, k, None)
+                await out.append(topic, p, k.encode(), None)
+        await out.flush()
 
     on_before_commit(app, flush_state)
 
@@ -130,7 +136,7 @@ def create_app(
         revoked = args[0] if args else kw.get("revoked", ())
         mine = [tp.partition for tp in revoked if tp.topic == topics.hook_events and tp.partition in cores]
         for p in mine:
-            flush_state(p)  # the next owner restores the partition from the changelog
+            await flush_state(p)  # the next owner restores the partition from the changelog
             cores.pop(p, None)
         if mine:
             await app.producer.flush()
@@ -149,7 +155,7 @@ def create_app(
             def owns(k: str) -> bool:
                 return partition_for(group_record_key(group_of_key(k)), n) == partition
 
-            restored = {k: orjson.loads(v) for k, v in list(table.data.items()) if v is not None and owns(k)}
+            restored = {k.decode(): orjson.loads(v) for k, v in list(table.data.items()) if v is not None and owns(k.decode())}
             core = cores[partition] = DedupCore(settings.window, allowed_lateness_ms=settings.allowed_lateness_ms,
                                                 state=TrackedState(restored), committed=committed)
         return core
@@ -177,12 +183,12 @@ def create_app(
             m = event.message
             raw = event.value
             pos = Position(m.topic, m.partition, m.offset, int(m.timestamp * 1000))
-            out = route_hook_record(raw, pos, settings, wall_clock_ms())
-            if isinstance(out, Capture):
-                fe = core_for(m.partition).process(out)
-                await send(topics.frames, out.key.encode(), frame_event_to_json(fe), m.partition)  # frames has the partitions of hook-events
-            elif isinstance(out, DeadLetter):
-                await send_dead(out)
+            res = route_hook_record(raw, pos, settings, wall_clock_ms())
+            if isinstance(res, Capture):
+                fe = core_for(m.partition).process(res)
+                await out.append(topics.frames, m.partition, res.key.encode(), frame_event_to_json(fe))  # frames has the partitions of hook-events
+            elif isinstance(res, DeadLetter):
+                await send_dead(res)
             if deriver is not None and might_be_kb(raw):
                 for kb in route_kb_record(raw, pos, deriver, wall_clock_ms()):
                     await send_kb(kb)

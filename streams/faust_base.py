@@ -14,7 +14,7 @@ cleared them at the revocation), so records fetched after the seek are processed
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
 from weakref import WeakKeyDictionary
@@ -44,34 +44,79 @@ class KeepQueuedFlowControl(FlowControlEvent):
             self.clear()
 
 
-_BEFORE_COMMIT: WeakKeyDictionary[Any, list[Callable[[], None]]] = WeakKeyDictionary()
+_BEFORE_COMMIT: WeakKeyDictionary[Any, list[Callable[[], Awaitable[None]]]] = WeakKeyDictionary()
 
 
-def on_before_commit(app: faust.App, hook: Callable[[], None]) -> None:
+def on_before_commit(app: faust.App, hook: Callable[[], Awaitable[None]]) -> None:
     """Run ``hook`` right before each offset commit of ``app`` (see :class:`FlushBeforeCommitConsumer`)."""
     _BEFORE_COMMIT.setdefault(app, []).append(hook)
 
 
-def run_before_commit(app: Any) -> None:
+async def run_before_commit(app: Any) -> None:
     """Run the before-commit hooks of ``app`` in the order they were added."""
     for hook in _BEFORE_COMMIT.get(app, ()):
-        hook()
+        await hook()
 
 
 class FlushBeforeCommitConsumer(AIOKafkaConsumer):  # type: ignore[misc]
     """faust's aiokafka consumer that runs the app's before-commit hooks before it commits.
 
-    A hook writes state that changed since the last commit to its table's changelog
-    (``send_changelog``, buffered); faust then flushes its producer and commits. So the changelog
+    A hook writes state that changed since the last commit to its table's changelog (through the
+    producer); faust then flushes its producer and commits. So the changelog
     always holds the state of at least every committed record (a write-back cache in front of a
     faust table, as Kafka Streams flushes its stores on commit), and a table can be written outside
     an event's context (faust issue #497: a table cannot be written inside ``take()``).
     """
 
     async def _commit_offsets(self, offsets: Mapping[Any, int], start_new_transaction: bool = True) -> bool:
-        run_before_commit(self.app)
+        await run_before_commit(self.app)
         done: bool = await super()._commit_offsets(offsets, start_new_transaction)
         return done
+
+
+class BatchedOutput:
+    """Records to send, collected into one aiokafka batch per (topic, partition) and sent whole.
+
+    faust's per-message send (a coroutine, a future and an accumulator call per record) costs more
+    than the rest of the dedup step; appending to an aiokafka ``BatchBuilder`` costs a C call. A
+    batch is sent when it is full and by :meth:`flush`, which every worker registers as a
+    before-commit hook (:func:`on_before_commit`): faust then flushes its producer and commits, so a
+    committed record's outputs are always acknowledged (at-least-once). Per partition, batches are
+    sent in the order they were filled, so outputs keep their order.
+
+    Args:
+        app: the faust app whose producer (aiokafka's ``AIOKafkaProducer``) sends the batches.
+    """
+
+    def __init__(self, app: faust.App) -> None:
+        self.app = app
+        self._batches: dict[tuple[str, int], Any] = {}
+
+    def _producer(self) -> Any:
+        return self.app.producer._ensure_producer()  # type: ignore[attr-defined]  # the AIOKafkaProducer faust started
+
+    async def append(self, topic: str, partition: int, key: bytes | None, value: bytes | None) -> None:
+        """Add one record for ``topic``/``partition`` (a ``None`` value is a tombstone).
+
+        Raises:
+            ValueError: when one record is larger than a whole batch (``producer_max_batch_size``).
+        """
+        tp = (topic, partition)
+        batch = self._batches.get(tp)
+        if batch is None:
+            batch = self._batches[tp] = self._producer().create_batch()
+        if batch.append(key=key, value=value, timestamp=None) is None:
+            await self._producer().send_batch(batch, topic, partition=partition)
+            batch = self._batches[tp] = self._producer().create_batch()
+            if batch.append(key=key, value=value, timestamp=None) is None:
+                raise ValueError(f"a record of {len(value or b'')} bytes does not fit one batch")
+
+    async def flush(self) -> None:
+        """Hand every open batch to the producer (faust's producer flush then waits for the acks)."""
+        batches, self._batches = self._batches, {}
+        for (topic, partition), batch in batches.items():
+            if batch.record_count():
+                await self._producer().send_batch(batch, topic, partition=partition)
 
 
 def make_faust_app(app_id: str, settings: Settings, *, store: str, partitions: int, data_dir: str | None) -> faust.App:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from typing import Any
-from unittest.mock import AsyncMock, Mock
+from unittest.mock import AsyncMock
 
 import pytest
 
@@ -15,15 +15,48 @@ from streams.faust_base import run_before_commit
 from streams.settings import Settings
 
 
+class FakeBatch:
+    """What aiokafka's BatchBuilder offers the worker: append until full, count."""
+
+    def __init__(self, size: int = 3) -> None:
+        self.records: list[tuple[bytes | None, bytes | None]] = []
+        self.size = size
+
+    def append(self, *, key: bytes | None, value: bytes | None, timestamp: None) -> object | None:
+        if len(self.records) >= self.size:
+            return None
+        self.records.append((key, value))
+        return object()
+
+    def record_count(self) -> int:
+        return len(self.records)
+
+
+class FakeProducer:
+    """Batches handed to the producer, in order: (topic, partition, key, value) per record."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, int, bytes | None, bytes | None]] = []
+
+    def create_batch(self) -> FakeBatch:
+        return FakeBatch()
+
+    async def send_batch(self, batch: FakeBatch, topic: str, *, partition: int) -> None:
+        self.sent += [(topic, partition, k, v) for k, v in batch.records]
+
+
 def sent(h: Any, topic: str) -> list[bytes]:
-    """Values the agent sent to ``topic`` through the producer."""
-    return [c.args[2] for c in h.app.producer.send.call_args_list if c.args[0] == topic]
+    """Values the agent sent to ``topic`` (single sends and batches), after a before-commit flush."""
+    single = [c.args[2] for c in h.app.producer.send.call_args_list if c.args[0] == topic]
+    return single + [v for t, _p, _k, v in h.fake.sent if t == topic and v is not None]
 
 
 @pytest.fixture
 def h() -> Any:
     app = create_app(Settings(window_ms=60_000), store="memory://", partitions=2)
     app.app.producer.send = AsyncMock()
+    app.fake = FakeProducer()  # type: ignore[attr-defined]
+    app.app.producer._ensure_producer = lambda: app.fake  # type: ignore[attr-defined]
     return app
 
 
@@ -38,17 +71,18 @@ async def test_dedup_agent_collapses_and_keeps_state_in_the_table(h: Any) -> Non
         await agent.put(a, key=b"kg:1", partition=0)
         await agent.put(b, key=b"kg:1", partition=0)
         await agent.put(a, key=b"kg:1", partition=0)  # redelivered
+    await run_before_commit(h.app)
     out = [frame_event_from_json(v) for v in sent(h, h.topics.frames)]
     assert [(fe.kind, fe.frame_id, fe.capture.source) for fe in out] == [
         ("created", "a", "openclaw"), ("touched", "a", "claude-code"), ("created", "a", "openclaw")]
     (state,) = h.cores[0].state.values()
     assert state["f"][0][:2] == ["a", 1000] and state["f"][0][4] == ["a", "b"]
     # the changed key reaches the table's changelog right before a commit, once, with the state as JSON
-    h.table.send_changelog = Mock()
-    run_before_commit(h.app)
-    run_before_commit(h.app)
-    ((p, key, value),) = [c.args for c in h.table.send_changelog.call_args_list]
-    assert (p, json.loads(value)) == (0, state) and key in h.cores[0].state
+    changelog = [r for r in h.fake.sent if r[0] == h.table.changelog_topic_name]
+    await run_before_commit(h.app)  # nothing changed since: nothing more is sent
+    assert changelog == [r for r in h.fake.sent if r[0] == h.table.changelog_topic_name]
+    ((_topic, p, key, value),) = changelog
+    assert (p, json.loads(value)) == (0, state) and key.decode() in h.cores[0].state
 
 
 async def test_dedup_agent_routes_tool_events_and_bad_input(h: Any) -> None:
@@ -57,6 +91,7 @@ async def test_dedup_agent_routes_tool_events_and_bad_input(h: Any) -> None:
     async with h.dedup.test_context() as agent:
         for v in (good, tool, b"\xff\xfe", b'{"content": "[hm src:x]  ", "timestamp": 7}', b"{not json"):
             await agent.put(v, key=b"s1", partition=0)
+    await run_before_commit(h.app)
     frames = [json.loads(v) for v in sent(h, h.topics.frames)]
     assert [f["capture"]["source"] for f in frames] == ["claude-code"]
     reasons = [json.loads(v)["reason"] for v in sent(h, h.topics.dead_letter)]
