@@ -108,6 +108,8 @@ import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from streams.experiences.injection_i18n import I18N_RULES, fold_pattern
+
 __all__ = ["FAMILIES", "InjectionVerdict", "detect_injection", "normalise"]
 
 FAMILIES: tuple[str, ...] = (
@@ -175,6 +177,17 @@ def normalise(text: str) -> str:
     folded = _INVISIBLE_RE.sub("", folded).translate(_TAG_CHARS)
     folded = folded.casefold()
     return _WHITESPACE_RE.sub(" ", folded).strip()
+
+
+_HSPACE_RE = re.compile(r"[^\S\n]+")
+
+
+def _line_form(text: str) -> str:
+    """:func:`normalise`, but line breaks kept (each line's other whitespace collapsed): for rules
+    that need the start and end of a line, such as a bare ``### system`` header."""
+    folded = unicodedata.normalize("NFKC", text.replace("\r\n", "\n").replace("\r", "\n"))
+    folded = _INVISIBLE_RE.sub("", folded).translate(_TAG_CHARS).casefold()
+    return "\n".join(_HSPACE_RE.sub(" ", line).strip() for line in folded.split("\n"))
 
 
 # --------------------------------------------------------------------------- clause context
@@ -249,6 +262,7 @@ class _Rule:
     name: str
     pattern: re.Pattern[str]
     guard: Guard | None = None
+    lines: bool = False  # matched against the line form (line breaks kept), not the one-line form
 
     def matches(self, text: str) -> bool:
         return any(self.guard is None or self.guard(text, found) for found in self.pattern.finditer(text))
@@ -311,11 +325,6 @@ _DO_NOT_FOLLOW_RE = re.compile(
     r"(?:(?:system|developer|safety|operator|previous|prior|original|above|earlier)[ -](?:prompts?|messages?|instructions?|rules|guidelines|polic(?:y|ies))"
     r"|(?<=your )(?:instructions|rules|guidelines|programming|training))\b"
 )
-_ZH_OVERRIDE_RE = re.compile(
-    r"(?:忽略|无视|忽视|不要理会|不要遵守|不要遵循|不再遵守|忘记|忘掉|放弃) ?(?:之前|以上|上面|前面|先前|此前|所有|全部|一切|你的|原来的|原有的)"
-    r"[的 ]*(?:所有|全部|一切)?[的 ]*(?:系统)?(?:指令|指示|提示词?|规则|要求|设定)"
-)
-
 # -- system_prompt
 
 _SYS_NOUN = r"(?:system|developer|safety|operator)[ -](?:prompts?|messages?|instructions?|rules|guidelines|polic(?:y|ies))"
@@ -496,18 +505,125 @@ _NO_REVIEW_RE = re.compile(
 )
 
 
+# -- quoted or named mentions ("a filter against 'ignore previous instructions'")
+
+_OPEN_QUOTES = "\"'`\u201e\u00ab\u2039\u300c\u300e"
+_CLOSE_QUOTES = "\"'`\u00bb\u203a\u300d\u300f"
+_MENTION_AFTER_RE = re.compile(
+    r"[\"'`\u00bb\u203a\u300d\u300f]?\s*(?:-?style |-?type )?(?:attacks?|attempts?|injections?|phrases?|patterns?|strings?|payloads?|examples?"
+    r"|filters?|checks?|detectors?|detection|rules? (?:in|of) (?:the|our) (?:filter|detector)|という|といった|这类|這類|之类|之類|类|類)\b"
+)
+
+
+def _mentioned(text: str, found: re.Match[str]) -> bool:
+    """The phrase is quoted or named, not used: an opening quote right before it and the closing
+    quote within 40 characters after it (no sentence break in between), or a noun such as
+    "attacks", "phrases", "filter" right after it ("a filter against ignore previous instructions
+    attacks")."""
+    before = text[: found.start()].rstrip(" ")
+    after = text[found.end() :]
+    if _MENTION_AFTER_RE.match(after):
+        return True
+    if not before or before[-1] not in _OPEN_QUOTES:
+        return False
+    for ch in after[:40]:
+        if ch in _CLOSE_QUOTES:
+            return True
+        if ch in ".!?\u3002\uff01\uff1f":
+            return False
+    return False
+
+
+def _unless_mentioned(guard: Guard | None) -> Guard:
+    """``guard`` (or no guard), but never for a quoted or named mention (:func:`_mentioned`)."""
+
+    def check(text: str, found: re.Match[str]) -> bool:
+        return not _mentioned(text, found) and (guard is None or guard(text, found))
+
+    return check
+
+
+# -- tool execution aimed at the reading agent's tools
+
+_TOOL_VERB = r"(?:execute|exec|run|invoke|call|trigger|fire|use)"
+_TOOL_NOUN = r"(?:tool calls?|function calls?|tools?|functions?)"
+_TOOL_NAME = r"[`'\"]?[\w./:-]+[`'\"]?"
+_DANGER = (
+    r"(?:delete|drop|remove|destroy|wipe|purge|truncate|erase|kill|reset|transfer|shell|bash|exec|execute|terminal|sudo|rm|format|shutdown"
+    r"|grant|revoke)"
+)
+_DANGER_NAME = rf"[`'\"]?[\w./:-]*(?<![a-z]){_DANGER}(?![a-z])[\w./:-]*[`'\"]?"
+_URGENT = (
+    r"(?:immediately|right away|right now|at once|now(?! that)|without (?:asking|confirmation|confirming|approval|review|hesitation|checking|telling)"
+    r"|before (?:answering|replying|responding|anything else|you (?:answer|reply|respond)))"
+)
+_INVOKE_TOOL_RE = re.compile(
+    # "Execute this tool immediately: …", "invoke this function:"
+    rf"\b(?:execute|exec|run|invoke|call|trigger) (?:this|that) (?:{_TOOL_NAME} )?{_TOOL_NOUN}(?: {_TOOL_NAME})?(?: {_URGENT})? ?:"
+    # "… the X tool … immediately", "use the terminal tool right away"
+    rf"|\b{_TOOL_VERB} (?:the|this|that|your|a) (?:{_TOOL_NAME} )?{_TOOL_NOUN}(?: {_TOOL_NAME})?(?: [^.;:!?]{{0,40}}?)? {_URGENT}\b"
+    # a destructive or shell tool by name: "call the `delete_user` tool", "run the shell tool with"
+    rf"|\b{_TOOL_VERB} (?:the |this |that |your |a )?(?:{_DANGER_NAME} {_TOOL_NOUN}|{_TOOL_NOUN} {_DANGER_NAME})(?=$|[\s.,;:!?)])"
+)
+_OBLIGED = frozenset({"required", "have", "need", "needs", "instructed", "ordered", "told", "asked"})
+_FIRST_PERSON = frozenset({"i", "we", "i'll", "we'll", "i'm", "we're", "me", "let's", "i'd", "we'd"})
+
+
+def _invoke_tool_guard(text: str, found: re.Match[str]) -> bool:
+    """An imperative (:func:`_imperative`), not an agent narrating its own plan ("I should use
+    the Bash tool to …", "let me call the delete tool")."""
+    words = _clause_words(text, found.start())
+    if _FIRST_PERSON.intersection(words[-3:]):
+        return False
+    return _imperative(text, found.start()) or (len(words) >= 2 and words[-1] == "to" and words[-2] in _OBLIGED)
+
+
+_MUST_INVOKE_RE = re.compile(
+    rf"\byou (?:must|have to|need to|are required to|are instructed to|shall) (?:now|immediately|right away|first) "
+    rf"{_TOOL_VERB} (?:the|this|that|your|a) (?:{_TOOL_NAME} )?{_TOOL_NOUN}\b"
+)
+
+# -- role headers in plain text and claims of authority
+
+_HEADER_ROLE = (
+    r"(?:system|developer|admin|administrator|operator|root)(?: prompt| message| instructions?| override| note| notice| directive)?"
+)
+_PLAIN_HEADER_RE = re.compile(
+    rf"(?:^|(?<=[\s>#*\]]))(?:#{{1,6}} ?)?{_HEADER_ROLE} ?: ?(?:you\b|your\b|ignore|disregard|forget|approve|accept|trust|skip|bypass|disable"
+    r"|always|never|do not|don't|from now|new (?:instructions|rules|policy)|override|act as|respond only|reply only|answer only|obey|follow (?:only|these|my))"
+)
+_BARE_HEADER_RE = re.compile(r"^[ \t]*(?:#{1,6}|\*\*|__) ?(?:system|developer)(?: prompt| message| instructions?)? ?(?:\*\*|__)? ?:?[ \t]*$", re.MULTILINE)
+_AUTHORITY = (
+    r"(?:the |your |our )?(?:system|developer|admin|administrator|sysadmin|operator|maintainers?|security team|moderators?|reviewers?|openai|anthropic"
+    r"|creators?|owner)(?: (?:message|prompt|team|staff|note|instructions?))?"
+)
+_REVIEW_TAIL = (
+    r"(?:(?:skip|bypass|disable|ignore|avoid) (?:the |any |all )?(?:review|reviews|moderation|quarantine|approval step|reviewers?|injection (?:filter|check)"
+    r"|safety checks?)|(?:approve|accept|publish|trust|whitelist|allowlist) (?:this|it|the (?:entry|experience|submission|note)|everything|all entries"
+    r"|automatically)|(?:no|without) (?:review|reviewing|moderation|checks?)|pre-?approved|auto-?approve)"
+)
+_AUTHORITY_RE = re.compile(
+    rf"\b{_AUTHORITY} (?:says|said|requires|required|instructs?|instructed|wants|allows|permits|authori[sz]es|authori[sz]ed|has authori[sz]ed"
+    rf"|has approved|approved|confirmed|has confirmed|told|asks|asked|orders?|ordered)(?: (?:you|us|me|agents|the agent|reviewers))?"
+    rf"(?: (?:to|that))?(?: [^.;!?]{{0,40}}?)? {_REVIEW_TAIL}\b"
+    r"|\b(?:this|the) (?:entry|experience|note|submission|memory|record) (?:is|was|has been) (?:pre-?approved|authori[sz]ed|whitelisted|cleared)\b"
+    r"|\bpre-?approved by\b"
+    r"|(?:^|[.;:!?] )(?:and |so |then |please )?(?:approve|publish|accept) (?:it |this |everything )?(?:automatically|without (?:review|checking))\b"
+)
+
+
 _RULES: tuple[_Rule, ...] = (
-    _Rule("override_instructions.ignore_prior", _IGNORE_PRIOR_RE, _ignore_prior_guard),
-    _Rule("override_instructions.ignore_the_above", _IGNORE_THE_RE, _descriptive_guard),
-    _Rule("override_instructions.forget_everything", _FORGET_EVERYTHING_RE, _descriptive_guard),
-    _Rule("override_instructions.do_not_follow", _DO_NOT_FOLLOW_RE, _descriptive_guard),
-    _Rule("override_instructions.zh", _ZH_OVERRIDE_RE),
-    _Rule("system_prompt.override", _SYS_OVERRIDE_RE, _descriptive_guard),
-    _Rule("system_prompt.reveal", _SYS_REVEAL_RE, _descriptive_guard),
-    _Rule("system_prompt.print_yours", _SYS_PRINT_YOURS_RE, _descriptive_guard),
-    _Rule("system_prompt.print_verbatim", _SYS_PRINT_TAIL_RE, _descriptive_guard),
-    _Rule("system_prompt.what_is_yours", _SYS_WHAT_RE),
-    _Rule("system_prompt.zh", _ZH_SYSTEM_PROMPT_RE),
+    _Rule("override_instructions.ignore_prior", _IGNORE_PRIOR_RE, _unless_mentioned(_ignore_prior_guard)),
+    _Rule("override_instructions.ignore_the_above", _IGNORE_THE_RE, _unless_mentioned(_descriptive_guard)),
+    _Rule("override_instructions.forget_everything", _FORGET_EVERYTHING_RE, _unless_mentioned(_descriptive_guard)),
+    _Rule("override_instructions.do_not_follow", _DO_NOT_FOLLOW_RE, _unless_mentioned(_descriptive_guard)),
+    *(_Rule(name, fold_pattern(source, _CONFUSABLES), _unless_mentioned(guard)) for name, source, guard in I18N_RULES),
+    _Rule("system_prompt.override", _SYS_OVERRIDE_RE, _unless_mentioned(_descriptive_guard)),
+    _Rule("system_prompt.reveal", _SYS_REVEAL_RE, _unless_mentioned(_descriptive_guard)),
+    _Rule("system_prompt.print_yours", _SYS_PRINT_YOURS_RE, _unless_mentioned(_descriptive_guard)),
+    _Rule("system_prompt.print_verbatim", _SYS_PRINT_TAIL_RE, _unless_mentioned(_descriptive_guard)),
+    _Rule("system_prompt.what_is_yours", _SYS_WHAT_RE, _unless_mentioned(None)),
+    _Rule("system_prompt.zh", _ZH_SYSTEM_PROMPT_RE, _unless_mentioned(None)),
     _Rule("persona_override.you_are_now", _YOU_ARE_NOW_RE),
     _Rule("persona_override.act_as", _ACT_AS_RE, _imperative_guard),
     _Rule("persona_override.pretend", _PRETEND_RE, _imperative_guard),
@@ -518,17 +634,22 @@ _RULES: tuple[_Rule, ...] = (
     _Rule("role_tag.chat_template", _CHAT_TOKEN_RE),
     _Rule("role_tag.markdown_header", _MARKDOWN_ROLE_RE),
     _Rule("role_tag.xml", _XML_ROLE_RE, _role_tag_guard),
+    _Rule("role_tag.plain_header", _PLAIN_HEADER_RE, _unless_mentioned(None)),
+    _Rule("role_tag.plain_header", _BARE_HEADER_RE, lines=True),
     _Rule("tool_execution.run_command", _RUN_COMMAND_RE, _run_command_guard),
     _Rule("tool_execution.call_tool", _CALL_TOOL_RE, _imperative_guard),
-    _Rule("tool_execution.use_shell_tool", _USE_SHELL_TOOL_RE, _imperative_guard),
+    _Rule("tool_execution.use_shell_tool", _USE_SHELL_TOOL_RE, _invoke_tool_guard),
     _Rule("tool_execution.pipe_to_shell", _PIPE_TO_SHELL_RE),
     _Rule("tool_execution.destructive", _DESTRUCTIVE_RE),
     _Rule("tool_execution.exfiltrate", _EXFILTRATE_RE, _descriptive_any_to_guard),
     _Rule("tool_execution.send_secrets", _SEND_SECRET_RE, _descriptive_guard),
     _Rule("tool_execution.send_secrets", _SECRET_PIPE_RE),
     _Rule("tool_execution.conceal", _CONCEAL_RE),
+    _Rule("tool_execution.invoke_tool", _INVOKE_TOOL_RE, _unless_mentioned(_invoke_tool_guard)),
+    _Rule("tool_execution.invoke_tool", _MUST_INVOKE_RE),
     _Rule("approval_manipulation.approve_this", _APPROVE_RE, _imperative_guard),
     _Rule("approval_manipulation.skip_review", _NO_REVIEW_RE, _imperative_guard),
+    _Rule("approval_manipulation.authority_claim", _AUTHORITY_RE, _unless_mentioned(None)),
 )
 
 
@@ -548,8 +669,9 @@ def detect_injection(*texts: str) -> InjectionVerdict:
     is covered here except where narrowed to avoid false positives on technical prose.
     """
     forms = [normalise(text).translate(_CONFUSABLES) for text in texts if text]
+    line_forms = [_line_form(text).translate(_CONFUSABLES) for text in texts if text]
     hits: list[str] = []
     for rule in _RULES:
-        if rule.name not in hits and any(rule.matches(form) for form in forms):
+        if rule.name not in hits and any(rule.matches(form) for form in (line_forms if rule.lines else forms)):
             hits.append(rule.name)
     return InjectionVerdict(flagged=bool(hits), rules=tuple(hits))

@@ -100,6 +100,20 @@ class PiiKind(StrEnum):
       ``SIGNING_KEY`` or ``AUTH_KEY`` (any case), when the value has 8–4096 characters mixing
       letters and digits and is not a variable reference (``$X``, ``${X}``, ``<X>``), a path, or
       (unquoted after `` = ``) a dotted / underscored code identifier.
+    * ``named_secret``: a credential introduced by its name in prose or in an assignment the
+      ``secret`` rule does not read: ``secret``, ``password``, ``passwd``, ``passphrase``, ``api
+      key``, ``access key``, ``token``, ``access / auth / refresh token``, ``client secret``,
+      ``secret access key`` … followed by nothing, ``is``, ``was``, ``to``, ``set to``, ``:`` or
+      ``=`` (``the password for staging is X``, ``AWS secret X``, ``"api key": "X"``), when the
+      value reads as a credential (:func:`_credential_like`: 8–256 characters with letters and
+      digits and either a 6+-character piece mixing them or upper case, lower case and digits;
+      not a version, date, path or ``snake_case`` / dotted identifier). So "rotate the secret
+      monthly" and "token limit 4096" are kept.
+    * ``card_number``: a payment card number: 13–19 digits, unseparated or in groups of 3–6
+      separated by one kind of separator (space or dash), starting with 2–6 (the networks' IIN
+      ranges: Mastercard 2/5, Amex/Diners/JCB 3, Visa 4, Discover/UnionPay/Maestro 6), passing the
+      Luhn check and not part of a longer number, identifier or decimal. ISO 7812; so a ticket id
+      or a millisecond timestamp (they start with 1, or fail Luhn) is kept.
     * ``private_key``: a ``-----BEGIN ... PRIVATE KEY-----`` block through its ``-----END ...``
       line (RSA, EC, DSA, OPENSSH, ENCRYPTED, PGP ``... PRIVATE KEY BLOCK``).
     """
@@ -122,6 +136,8 @@ class PiiKind(StrEnum):
     AUTH_HEADER = "auth_header"
     URL_CREDENTIALS = "url_credentials"
     SECRET = "secret"
+    NAMED_SECRET = "named_secret"
+    CARD_NUMBER = "card_number"
     PRIVATE_KEY = "private_key"
 
 
@@ -235,6 +251,55 @@ def _accept_secret(m: re.Match[str]) -> bool:
     return not (code_like and _CODE_VALUE.fullmatch(value))
 
 
+_NAMED: Final = (
+    r"(?i:(?:aws[ _-]?)?secret(?:[ _-]access)?(?:[ _-]key)?|client[ _-]secret|password|passwd|passphrase|pass phrase"
+    r"|api[ _-]?key|access[ _-]key|(?:access|auth|refresh|bearer|api|session)[ _-]token|token)"
+)
+# A value piece: split on separators, a piece of 6+ characters mixing letters and digits reads as random.
+_PIECE_SPLIT: Final = re.compile(r"[\-_./:+=~]+")
+_DOTTED_OR_SNAKE: Final = re.compile(r"[A-Za-z][A-Za-z0-9]*(?:[._][A-Za-z0-9]+)+")
+_DATE_OR_VERSION: Final = re.compile(r"v?\d+(?:[.\-/:]\d+)+[a-z]*")
+
+
+def _credential_like(value: str) -> bool:
+    """A value named as a secret reads as one: 8–256 characters, letters and digits, and either a
+    piece (between ``-_./:+=~``) of 6+ characters mixing letters and digits, or upper case, lower
+    case and digits together; not a version or date (``2026-11-30``, ``v1.2.3``), not a dotted or
+    ``snake_case`` identifier whose pieces are words (``cl100k_base``, ``self.token2``)."""
+    if not 8 <= len(value) <= 256 or _DATE_OR_VERSION.fullmatch(value):
+        return False
+    if not (any(ch.isdigit() for ch in value) and any(ch.isalpha() for ch in value)):
+        return False
+    pieces = [p for p in _PIECE_SPLIT.split(value) if p]
+    mixed_piece = any(len(p) >= 6 and any(c.isdigit() for c in p) and any(c.isalpha() for c in p) for p in pieces)
+    three_classes = any(c.isupper() for c in value) and any(c.islower() for c in value) and any(c.isdigit() for c in value)
+    if _DOTTED_OR_SNAKE.fullmatch(value) and not any(len(p) >= 8 and sum(c.isdigit() for c in p) >= 2 for p in pieces):
+        return False
+    return mixed_piece or (three_classes and len(value) >= 10)
+
+
+def _accept_named_secret(m: re.Match[str]) -> bool:
+    """See :func:`_credential_like`."""
+    return _credential_like(m.group("secret"))
+
+
+def _luhn(digits: str) -> bool:
+    """The Luhn (mod 10) check of ISO/IEC 7812-1."""
+    total = 0
+    for i, ch in enumerate(reversed(digits)):
+        d = ord(ch) - 48
+        if i % 2 == 1:
+            d = d * 2 - 9 if d > 4 else d * 2
+        total += d
+    return total % 10 == 0
+
+
+def _accept_card(m: re.Match[str]) -> bool:
+    """13–19 digits that pass the Luhn check (the pattern fixes the first digit to 2–6)."""
+    digits = re.sub(r"\D", "", m.group(0))
+    return 13 <= len(digits) <= 19 and _luhn(digits)
+
+
 def _accept_email(m: re.Match[str]) -> bool:
     """``git@host`` is an SSH remote, not a personal address."""
     return m.group("local").lower() != "git"
@@ -296,6 +361,19 @@ _RULES: Final[tuple[_Rule, ...]] = (
         ),
         _accept_secret,
     ),
+    # A credential introduced by its name (prose, spaced names, JSON keys): after the assignment
+    # rules, so ``NAME=value`` keeps its ``secret`` kind; the value must read as a credential.
+    _Rule(
+        PiiKind.NAMED_SECRET,
+        re.compile(
+            rf"(?<![A-Za-z0-9_.\-]){_NAMED}\\?[\"']?"
+            r"(?:\s+(?:for|of|on|in)\s+(?:the\s+|our\s+|my\s+|this\s+)?[\w.@\-]+(?:\s+[\w.@\-]+)?\s*(?:[:=]|\s(?:is|was))"
+            r"|\s*[:=]|\s+(?i:is|was|set to|changed to|to|of|is now|value)\s*[:=]?|)"
+            r"\s*\\?(?P<q>[\"'`]?)(?P<secret>(?![$%<{*/~.\[])[A-Za-z0-9+/=_\-.~!@#%^&*]{8,256}?)\\?(?P=q)"
+            r"(?=[\s\"'`,;)\]}]|[.!?:](?:\s|$)|$)"
+        ),
+        _accept_named_secret,
+    ),
     # Home directories: only the user-name segment is replaced, the path keeps its structure.
     _Rule(PiiKind.HOME_USER, re.compile(rf"{_PATH_ROOT}\\?/(?:Users|home)\\?/{_NOT_A_USER}(?P<secret>{_USER})")),
     _Rule(PiiKind.HOME_USER, re.compile(rf"(?<![A-Za-z0-9])[A-Za-z]:/(?i:users|documents and settings)/{_NOT_A_USER}(?P<secret>{_WIN_USER})")),
@@ -310,6 +388,12 @@ _RULES: Final[tuple[_Rule, ...]] = (
             r"[A-Za-z0-9](?:[A-Za-z0-9\-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9\-]*[A-Za-z0-9])?)*\.[A-Za-z]{2,}(?![A-Za-z0-9\-])"
         ),
         _accept_email,
+    ),
+    # Payment cards before phones (a card's digit groups would read as a phone number).
+    _Rule(
+        PiiKind.CARD_NUMBER,
+        re.compile(r"(?<![\w.,+\-/])(?<!\d:)(?:[2-6]\d{12,18}|[2-6]\d{3}(?P<s>[ \-])\d{3,6}(?:(?P=s)\d{3,6}){1,3})(?![\w\-/]|[.,:]\d)"),
+        _accept_card,
     ),
     # Phones last. International: "+" and a country code, then digit groups.
     _Rule(
