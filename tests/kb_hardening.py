@@ -134,7 +134,7 @@ CARD_NEGATIVES: list[str] = [
     "trace id 44444444444444444444 (20 digits)",
     "Balance 0.4242424242424242 BTC after fees.",
     "Run started 2026-11-30 12:30:45.123456 and ended 2026-11-30 12:31:02.",
-    "Nightly build 1234567890123 of the agent image (build numbers start with 1).",
+    "Nightly build 1765432109876 of the agent image (build numbers start with 1).",
     "Build 4111111111111111.3 is a float in the test fixture, not a card.",
     "order-4111111111111111 is the idempotency key prefix",
     "PR 1234 5678 9012 3456 style ids are split for readability.",
