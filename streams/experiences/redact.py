@@ -12,19 +12,23 @@ replaced ``/Users/<name>``, e-mail addresses, ``ddd-ddd-dddd`` phone numbers and
 providers' documented token formats (see :class:`PiiKind`).
 
 Rules run in a fixed order, most specific first: private key blocks, then provider tokens,
-then generic credentials (``Bearer``, ``Authorization``, URL user info, ``NAME_TOKEN=value``),
-then home paths, e-mail addresses and, last, phone numbers — so that the digits inside a key
+then generic credentials (``Bearer``, ``Authorization``, URL user info, ``NAME_TOKEN=value``,
+then a credential named in prose), then home paths, e-mail addresses, card numbers and, last,
+phone numbers — so that the digits inside a key
 are never read as a phone number. A placeholder is never matched by any rule, and a pass is
 repeated until it replaces nothing, which makes the result a fixed point (a replacement can
 change a neighbour's context, e.g. ``alice@example.com/home/bob``).
 
 Deliberately not detected (precision over recall, or out of scope): personal names, postal
-addresses, IP addresses, IBANs / card / social-security numbers; ``~user`` paths and shell
+addresses, IP addresses, IBANs / social-security numbers, card numbers outside the 2–6 IIN
+ranges or failing the Luhn check, a number that is a card's by chance (a 13–19-digit id starting
+with 2–6 that passes Luhn, one in ten of them, is replaced); ``~user`` paths and shell
 prompts (``alice@laptop:~$``, no TLD); phone numbers without separators (``4155550134``) or
 without a trunk ``0`` outside North America (``612 34 56 78``) or with an ``00`` international
 prefix; percent-encoded or obfuscated e-mail addresses; credentials without a known prefix or a
-credential-like name (``--password hunter2``, ``curl -u user:pw``), digit-free or letter-free
-assigned values, assigned values longer than 4096 characters, and ``Bearer`` tokens without a
+credential-like name (``curl -u user:pw``; ``--password hunter2`` is kept only because the value
+is short), named values that do not read as random (``password is hunter``, ``the secret is
+v2-2024-final``), digit-free or letter-free assigned values, assigned values longer than 4096 characters, and ``Bearer`` tokens without a
 digit. Known over-redaction: any ``/Users/<x>`` or ``/home/<x>`` path root (also in docs),
 ``123 456 7890``-shaped number runs, ``01 02 03 04 05``-shaped runs, example credentials in docs.
 """
