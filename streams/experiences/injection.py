@@ -68,8 +68,13 @@ Added for issue 11 (each with its own rule name):
   and a wider ``zh`` (see :mod:`streams.experiences.injection_i18n`).
 * A quoted or named *mention* of an override phrase is not an order: "we added a filter against
   'ignore previous instructions'", "… «ignora todas las instrucciones anteriores» …", "ignore
-  previous instructions attacks" (:func:`_mentioned`; an opening quote right before the phrase and
-  the closing one within 40 characters after it, or a noun such as attacks / phrases / filter).
+  previous instructions attacks" (:func:`streams.experiences.injection_orders.mentioned`: an
+  opening quote right before the phrase and the closing one within 40 characters after it, or a
+  noun such as attacks / phrases / filter right after it).
+
+The text preparation and clause checks live in :mod:`streams.experiences.injection_text`, issue
+11's English rules in :mod:`streams.experiences.injection_orders`, the other languages in
+:mod:`streams.experiences.injection_i18n`; this module holds the older rules and the rule table.
 
 Why the rules need an imperative aimed at the model. Experiences are technical notes and
 legitimately talk *about* prompts, systems, instructions and commands. So:
@@ -128,11 +133,19 @@ must still escape experiences and mark them as untrusted data when injecting the
 from __future__ import annotations
 
 import re
-import unicodedata
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from streams.experiences.injection_i18n import I18N_RULES, fold_pattern
+from streams.experiences.injection_orders import (
+    AUTHORITY_RE,
+    BARE_HEADER_RE,
+    INVOKE_TOOL_RE,
+    MUST_INVOKE_RE,
+    PLAIN_HEADER_RE,
+    invoke_tool_guard,
+    unless_mentioned,
+)
+from streams.experiences.injection_text import CONFUSABLES, WORD_RE, Guard, imperative, line_form, normalise, not_descriptive
 
 __all__ = ["FAMILIES", "InjectionVerdict", "detect_injection", "normalise"]
 
@@ -167,118 +180,7 @@ class InjectionVerdict:
         return tuple(family for family in FAMILIES if family in found)
 
 
-# --------------------------------------------------------------------------- normalisation
-
-_INVISIBLE_RE = re.compile("[\u00ad\u034f\u115f\u1160\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\u3164\ufe00-\ufe0f\ufeff\uffa0]")
-_TAG_CHARS: dict[int, str | None] = {cp: chr(cp - 0xE0000) for cp in range(0xE0020, 0xE007F)}
-_TAG_CHARS.update({0xE0001: None, 0xE007F: None})
-_WHITESPACE_RE = re.compile(r"\s+")
-
-# Look-alike letters NFKC leaves alone (applied by the detector after normalise, lower case only).
-_CONFUSABLES = str.maketrans(
-    {
-        "а": "a", "е": "e", "о": "o", "р": "p", "с": "c", "у": "y", "х": "x", "і": "i", "ј": "j", "ѕ": "s", "ԁ": "d",
-        "һ": "h", "ӏ": "l", "ɡ": "g", "ο": "o", "α": "a", "ι": "i", "κ": "k", "ν": "v", "ρ": "p", "υ": "u", "χ": "x",
-        "\u2018": "'", "\u2019": "'", "\u02bc": "'", "\u2032": "'", "\u201c": '"', "\u201d": '"', "\u2033": '"',
-    }
-)  # fmt: skip
-
-
-def normalise(text: str) -> str:
-    """Return ``text`` in the form the injection rules are matched against.
-
-    Steps: Unicode NFKC (fullwidth letters and symbols become ASCII, ligatures split, NBSP and
-    ideographic space become spaces); invisible characters removed (zero-width space, ZWNJ, ZWJ,
-    word joiner, BOM, soft hyphen, bidi marks and overrides, variation selectors, Hangul fillers);
-    Unicode tag characters U+E0020–U+E007E replaced by the ASCII character they encode; casefold;
-    every run of whitespace (spaces, tabs, newlines, other Unicode spaces) collapsed to one space;
-    leading/trailing whitespace stripped.
-
-    ``normalise("IGNORE   previous\\ninstructions") == "ignore previous instructions"`` and
-    ``normalise("Ignore\\u200b previous") == "ignore previous"``. Pure; raises nothing for any str.
-    """
-    folded = unicodedata.normalize("NFKC", text)
-    folded = _INVISIBLE_RE.sub("", folded).translate(_TAG_CHARS)
-    folded = folded.casefold()
-    return _WHITESPACE_RE.sub(" ", folded).strip()
-
-
-_HSPACE_RE = re.compile(r"[^\S\n]+")
-
-
-def _line_form(text: str) -> str:
-    """:func:`normalise`, but line breaks kept (each line's other whitespace collapsed): for rules
-    that need the start and end of a line, such as a bare ``### system`` header."""
-    folded = unicodedata.normalize("NFKC", text.replace("\r\n", "\n").replace("\r", "\n"))
-    folded = _INVISIBLE_RE.sub("", folded).translate(_TAG_CHARS).casefold()
-    return "\n".join(_HSPACE_RE.sub(" ", line).strip() for line in folded.split("\n"))
-
-
-# --------------------------------------------------------------------------- clause context
-
-_CLAUSE_BREAK_RE = re.compile(r"[.!?;:,>\"`*()\[\]{}|\u2014\u2013]| - ")
-_WORD_RE = re.compile(r"[\w']+")
-
-_ADDRESSEE = frozenset({"you", "u", "ya", "thou", "assistant", "ai", "chatbot", "bot", "claude", "chatgpt", "gpt"})
-# A verb right after one of these is a description, not an order ("models ignore …", "could leak …").
-_DESCRIPTIVE_PREV = frozenset(
-    {
-        "may", "might", "would", "could", "can", "cannot", "can't", "cant", "does", "did", "doesn't", "didn't", "won't",
-        "will", "not", "never", "don't", "dont", "often", "sometimes", "occasionally", "usually", "frequently", "rarely",
-        "typically", "still", "models", "model", "llms", "llm", "agents", "agent", "it", "they", "we", "which", "who",
-        "attackers", "attacker", "prompts", "injections", "users",
-    }
-)  # fmt: skip
-# "<word> to <verb>" is descriptive after these ("tends to ignore", "tried to leak").
-_TO_DESCRIPTIVE = frozenset(
-    {
-        "tends", "tend", "seem", "seems", "likely", "unlikely", "able", "unable", "how", "trying", "tried", "try", "tries",
-        "attempt", "attempts", "attempted", "designed", "used", "meant", "fail", "fails", "failed", "refuse", "refused",
-        "refuses", "appears", "appear", "told", "trained", "taught", "supposed", "going", "want", "wants", "wanted",
-    }
-)  # fmt: skip
-# Words that introduce an imperative ("please act as", "then call the tool").
-_IMPERATIVE_LEAD = frozenset(
-    {
-        "please", "pls", "plz", "kindly", "now", "then", "and", "so", "just", "simply", "also", "immediately", "instead",
-        "first", "next", "finally", "always", "henceforth", "must", "should", "shall", "hereby", "quickly",
-    }
-)  # fmt: skip
-
-
-def _clause_words(text: str, start: int) -> list[str]:
-    """The words between the last clause break before ``start`` and ``start``."""
-    window = text[max(0, start - 80) : start]
-    last_break = 0
-    for found in _CLAUSE_BREAK_RE.finditer(window):
-        last_break = found.end()
-    return _WORD_RE.findall(window[last_break:])
-
-
-def _not_descriptive(text: str, start: int, *, any_to: bool = False) -> bool:
-    """True unless the verb at ``start`` follows a descriptive subject/auxiliary (see module doc)."""
-    words = _clause_words(text, start)
-    if not words or _ADDRESSEE.intersection(words[-3:]):
-        return True
-    prev = words[-1]
-    if prev in _DESCRIPTIVE_PREV:
-        return False
-    if prev == "to":
-        return not (any_to or (len(words) >= 2 and words[-2] in _TO_DESCRIPTIVE))
-    return True
-
-
-def _imperative(text: str, start: int) -> bool:
-    """True when the verb at ``start`` starts a clause, follows a lead word, or follows "you"."""
-    words = _clause_words(text, start)
-    if not words or _ADDRESSEE.intersection(words[-3:]):
-        return True
-    return words[-1] in _IMPERATIVE_LEAD
-
-
 # --------------------------------------------------------------------------- rules
-
-Guard = Callable[[str, re.Match[str]], bool]
 
 
 @dataclass(frozen=True)
@@ -293,15 +195,15 @@ class _Rule:
 
 
 def _descriptive_guard(text: str, found: re.Match[str]) -> bool:
-    return _not_descriptive(text, found.start())
+    return not_descriptive(text, found.start())
 
 
 def _descriptive_any_to_guard(text: str, found: re.Match[str]) -> bool:
-    return _not_descriptive(text, found.start(), any_to=True)
+    return not_descriptive(text, found.start(), any_to=True)
 
 
 def _imperative_guard(text: str, found: re.Match[str]) -> bool:
-    return _imperative(text, found.start())
+    return imperative(text, found.start())
 
 
 # -- override_instructions
@@ -330,7 +232,7 @@ def _ignore_prior_guard(text: str, found: re.Match[str]) -> bool:
     quantified = bool(mods & {"all", "any", "every"})
     if not (strong or (noun in _STRONG_NOUNS and quantified)):
         return False
-    return _not_descriptive(text, found.start())
+    return not_descriptive(text, found.start())
 
 
 _IGNORE_THE_RE = re.compile(
@@ -430,7 +332,7 @@ def _role_tag_guard(text: str, found: re.Match[str]) -> bool:
     after = text[end:]
     if (before and before[-1] in _QUOTES) or (after and after[0] in _QUOTES):
         return False
-    prev_words = _WORD_RE.findall(text[max(0, start - 30) : start])
+    prev_words = WORD_RE.findall(text[max(0, start - 30) : start])
     if prev_words and prev_words[-1] in _DETERMINERS and text[:start].endswith(" "):
         return False
     if _MENTION_NOUNS_RE.match(after):
@@ -460,7 +362,7 @@ _RUN_COMMAND_GUARD_NOUNS = re.compile(r"(?:commands?|payload|one-?liner)$|(?:she
 def _run_command_guard(text: str, found: re.Match[str]) -> bool:
     if not _RUN_COMMAND_GUARD_NOUNS.search(found.group(0)):
         return False  # "run this script" / "execute this code" alone is ordinary prose
-    return _not_descriptive(text, found.start())
+    return not_descriptive(text, found.start())
 
 
 _CALL_TOOL_RE = re.compile(
@@ -529,125 +431,18 @@ _NO_REVIEW_RE = re.compile(
 )
 
 
-# -- quoted or named mentions ("a filter against 'ignore previous instructions'")
-
-_OPEN_QUOTES = "\"'`\u201e\u00ab\u2039\u300c\u300e"
-_CLOSE_QUOTES = "\"'`\u00bb\u203a\u300d\u300f"
-_MENTION_AFTER_RE = re.compile(
-    r"[\"'`\u00bb\u203a\u300d\u300f]?\s*(?:-?style |-?type )?(?:attacks?|attempts?|injections?|phrases?|patterns?|strings?|payloads?|examples?"
-    r"|filters?|checks?|detectors?|detection|rules? (?:in|of) (?:the|our) (?:filter|detector)|という|といった|这类|這類|之类|之類|类|類)\b"
-)
-
-
-def _mentioned(text: str, found: re.Match[str]) -> bool:
-    """The phrase is quoted or named, not used: an opening quote right before it and the closing
-    quote within 40 characters after it (no sentence break in between), or a noun such as
-    "attacks", "phrases", "filter" right after it ("a filter against ignore previous instructions
-    attacks")."""
-    before = text[: found.start()].rstrip(" ")
-    after = text[found.end() :]
-    if _MENTION_AFTER_RE.match(after):
-        return True
-    if not before or before[-1] not in _OPEN_QUOTES:
-        return False
-    for ch in after[:40]:
-        if ch in _CLOSE_QUOTES:
-            return True
-        if ch in ".!?\u3002\uff01\uff1f":
-            return False
-    return False
-
-
-def _unless_mentioned(guard: Guard | None) -> Guard:
-    """``guard`` (or no guard), but never for a quoted or named mention (:func:`_mentioned`)."""
-
-    def check(text: str, found: re.Match[str]) -> bool:
-        return not _mentioned(text, found) and (guard is None or guard(text, found))
-
-    return check
-
-
-# -- tool execution aimed at the reading agent's tools
-
-_TOOL_VERB = r"(?:execute|exec|run|invoke|call|trigger|fire|use)"
-_TOOL_NOUN = r"(?:tool calls?|function calls?|tools?|functions?)"
-_TOOL_NAME = r"[`'\"]?[\w./:-]+[`'\"]?"
-_DANGER = (
-    r"(?:delete|drop|remove|destroy|wipe|purge|truncate|erase|kill|reset|transfer|shell|bash|exec|execute|terminal|sudo|rm|format|shutdown"
-    r"|grant|revoke)"
-)
-_DANGER_NAME = rf"[`'\"]?[\w./:-]*(?<![a-z]){_DANGER}(?![a-z])[\w./:-]*[`'\"]?"
-_URGENT = (
-    r"(?:immediately|right away|right now|at once|now(?! that)|without (?:asking|confirmation|confirming|approval|review|hesitation|checking|telling)"
-    r"|before (?:answering|replying|responding|anything else|you (?:answer|reply|respond)))"
-)
-_INVOKE_TOOL_RE = re.compile(
-    # "Execute this tool immediately: …", "invoke this function:"
-    rf"\b(?:execute|exec|run|invoke|call|trigger) (?:this|that) (?:{_TOOL_NAME} )?{_TOOL_NOUN}(?: {_TOOL_NAME})?(?: {_URGENT})? ?:"
-    # "… the X tool … immediately", "use the terminal tool right away"
-    rf"|\b{_TOOL_VERB} (?:the|this|that|your|a) (?:{_TOOL_NAME} )?{_TOOL_NOUN}(?: {_TOOL_NAME})?(?: [^.;:!?]{{0,40}}?)? {_URGENT}\b"
-    # a destructive or shell tool by name: "call the `delete_user` tool", "run the shell tool with"
-    rf"|\b{_TOOL_VERB} (?:the |this |that |your |a )?(?:{_DANGER_NAME} {_TOOL_NOUN}|{_TOOL_NOUN} {_DANGER_NAME})(?=$|[\s.,;:!?)])"
-)
-_OBLIGED = frozenset({"required", "have", "need", "needs", "instructed", "ordered", "told", "asked"})
-_FIRST_PERSON = frozenset({"i", "we", "i'll", "we'll", "i'm", "we're", "me", "let's", "i'd", "we'd"})
-
-
-def _invoke_tool_guard(text: str, found: re.Match[str]) -> bool:
-    """An imperative (:func:`_imperative`), not an agent narrating its own plan ("I should use
-    the Bash tool to …", "let me call the delete tool")."""
-    words = _clause_words(text, found.start())
-    if _FIRST_PERSON.intersection(words[-3:]):
-        return False
-    return _imperative(text, found.start()) or (len(words) >= 2 and words[-1] == "to" and words[-2] in _OBLIGED)
-
-
-_MUST_INVOKE_RE = re.compile(
-    rf"\byou (?:must|have to|need to|are required to|are instructed to|shall) (?:now|immediately|right away|first) "
-    rf"{_TOOL_VERB} (?:the|this|that|your|a) (?:{_TOOL_NAME} )?{_TOOL_NOUN}\b"
-)
-
-# -- role headers in plain text and claims of authority
-
-_HEADER_ROLE = (
-    r"(?:system|developer|admin|administrator|operator|root)(?: prompt| message| instructions?| override| note| notice| directive)?"
-)
-_PLAIN_HEADER_RE = re.compile(
-    rf"(?:^|(?<=[\s>#*\]]))(?:#{{1,6}} ?)?{_HEADER_ROLE} ?: ?(?:you\b|your\b|ignore|disregard|forget|approve|accept|trust|skip|bypass|disable"
-    r"|always|never|do not|don't|from now|new (?:instructions|rules|policy)|override|act as|respond only|reply only|answer only|obey|follow (?:only|these|my))"
-)
-_BARE_HEADER_RE = re.compile(r"^[ \t]*(?:#{1,6}|\*\*|__) ?(?:system|developer)(?: prompt| message| instructions?)? ?(?:\*\*|__)? ?:?[ \t]*$", re.MULTILINE)
-_AUTHORITY = (
-    r"(?:the |your |our )?(?:system|developer|admin|administrator|sysadmin|operator|maintainers?|security team|moderators?|reviewers?|openai|anthropic"
-    r"|creators?|owner)(?: (?:message|prompt|team|staff|note|instructions?))?"
-)
-_REVIEW_TAIL = (
-    r"(?:(?:skip|bypass|disable|ignore|avoid) (?:the |any |all )?(?:review|reviews|moderation|quarantine|approval step|reviewers?|injection (?:filter|check)"
-    r"|safety checks?)|(?:approve|accept|publish|trust|whitelist|allowlist) (?:this|it|the (?:entry|experience|submission|note)|everything|all entries"
-    r"|automatically)|(?:no|without) (?:review|reviewing|moderation|checks?)|pre-?approved|auto-?approve)"
-)
-_AUTHORITY_RE = re.compile(
-    rf"\b{_AUTHORITY} (?:says|said|requires|required|instructs?|instructed|wants|allows|permits|authori[sz]es|authori[sz]ed|has authori[sz]ed"
-    rf"|has approved|approved|confirmed|has confirmed|told|asks|asked|orders?|ordered)(?: (?:you|us|me|agents|the agent|reviewers))?"
-    rf"(?: (?:to|that))?(?: [^.;!?]{{0,40}}?)? {_REVIEW_TAIL}\b"
-    r"|\b(?:this|the) (?:entry|experience|note|submission|memory|record) (?:is|was|has been) (?:pre-?approved|authori[sz]ed|whitelisted|cleared)\b"
-    r"|\bpre-?approved by\b"
-    r"|(?:^|[.;:!?] )(?:and |so |then |please )?(?:approve|publish|accept) (?:it |this |everything )?(?:automatically|without (?:review|checking))\b"
-)
-
-
 _RULES: tuple[_Rule, ...] = (
-    _Rule("override_instructions.ignore_prior", _IGNORE_PRIOR_RE, _unless_mentioned(_ignore_prior_guard)),
-    _Rule("override_instructions.ignore_the_above", _IGNORE_THE_RE, _unless_mentioned(_descriptive_guard)),
-    _Rule("override_instructions.forget_everything", _FORGET_EVERYTHING_RE, _unless_mentioned(_descriptive_guard)),
-    _Rule("override_instructions.do_not_follow", _DO_NOT_FOLLOW_RE, _unless_mentioned(_descriptive_guard)),
-    *(_Rule(name, fold_pattern(source, _CONFUSABLES), _unless_mentioned(guard)) for name, source, guard in I18N_RULES),
-    _Rule("system_prompt.override", _SYS_OVERRIDE_RE, _unless_mentioned(_descriptive_guard)),
-    _Rule("system_prompt.reveal", _SYS_REVEAL_RE, _unless_mentioned(_descriptive_guard)),
-    _Rule("system_prompt.print_yours", _SYS_PRINT_YOURS_RE, _unless_mentioned(_descriptive_guard)),
-    _Rule("system_prompt.print_verbatim", _SYS_PRINT_TAIL_RE, _unless_mentioned(_descriptive_guard)),
-    _Rule("system_prompt.what_is_yours", _SYS_WHAT_RE, _unless_mentioned(None)),
-    _Rule("system_prompt.zh", _ZH_SYSTEM_PROMPT_RE, _unless_mentioned(None)),
+    _Rule("override_instructions.ignore_prior", _IGNORE_PRIOR_RE, unless_mentioned(_ignore_prior_guard)),
+    _Rule("override_instructions.ignore_the_above", _IGNORE_THE_RE, unless_mentioned(_descriptive_guard)),
+    _Rule("override_instructions.forget_everything", _FORGET_EVERYTHING_RE, unless_mentioned(_descriptive_guard)),
+    _Rule("override_instructions.do_not_follow", _DO_NOT_FOLLOW_RE, unless_mentioned(_descriptive_guard)),
+    *(_Rule(name, fold_pattern(source, CONFUSABLES), unless_mentioned(guard)) for name, source, guard in I18N_RULES),
+    _Rule("system_prompt.override", _SYS_OVERRIDE_RE, unless_mentioned(_descriptive_guard)),
+    _Rule("system_prompt.reveal", _SYS_REVEAL_RE, unless_mentioned(_descriptive_guard)),
+    _Rule("system_prompt.print_yours", _SYS_PRINT_YOURS_RE, unless_mentioned(_descriptive_guard)),
+    _Rule("system_prompt.print_verbatim", _SYS_PRINT_TAIL_RE, unless_mentioned(_descriptive_guard)),
+    _Rule("system_prompt.what_is_yours", _SYS_WHAT_RE, unless_mentioned(None)),
+    _Rule("system_prompt.zh", _ZH_SYSTEM_PROMPT_RE, unless_mentioned(None)),
     _Rule("persona_override.you_are_now", _YOU_ARE_NOW_RE),
     _Rule("persona_override.act_as", _ACT_AS_RE, _imperative_guard),
     _Rule("persona_override.pretend", _PRETEND_RE, _imperative_guard),
@@ -658,22 +453,22 @@ _RULES: tuple[_Rule, ...] = (
     _Rule("role_tag.chat_template", _CHAT_TOKEN_RE),
     _Rule("role_tag.markdown_header", _MARKDOWN_ROLE_RE),
     _Rule("role_tag.xml", _XML_ROLE_RE, _role_tag_guard),
-    _Rule("role_tag.plain_header", _PLAIN_HEADER_RE, _unless_mentioned(None)),
-    _Rule("role_tag.plain_header", _BARE_HEADER_RE, lines=True),
+    _Rule("role_tag.plain_header", PLAIN_HEADER_RE, unless_mentioned(None)),
+    _Rule("role_tag.plain_header", BARE_HEADER_RE, lines=True),
     _Rule("tool_execution.run_command", _RUN_COMMAND_RE, _run_command_guard),
     _Rule("tool_execution.call_tool", _CALL_TOOL_RE, _imperative_guard),
-    _Rule("tool_execution.use_shell_tool", _USE_SHELL_TOOL_RE, _invoke_tool_guard),
+    _Rule("tool_execution.use_shell_tool", _USE_SHELL_TOOL_RE, invoke_tool_guard),
     _Rule("tool_execution.pipe_to_shell", _PIPE_TO_SHELL_RE),
     _Rule("tool_execution.destructive", _DESTRUCTIVE_RE),
     _Rule("tool_execution.exfiltrate", _EXFILTRATE_RE, _descriptive_any_to_guard),
     _Rule("tool_execution.send_secrets", _SEND_SECRET_RE, _descriptive_guard),
     _Rule("tool_execution.send_secrets", _SECRET_PIPE_RE),
     _Rule("tool_execution.conceal", _CONCEAL_RE),
-    _Rule("tool_execution.invoke_tool", _INVOKE_TOOL_RE, _unless_mentioned(_invoke_tool_guard)),
-    _Rule("tool_execution.invoke_tool", _MUST_INVOKE_RE),
+    _Rule("tool_execution.invoke_tool", INVOKE_TOOL_RE, unless_mentioned(invoke_tool_guard)),
+    _Rule("tool_execution.invoke_tool", MUST_INVOKE_RE),
     _Rule("approval_manipulation.approve_this", _APPROVE_RE, _imperative_guard),
     _Rule("approval_manipulation.skip_review", _NO_REVIEW_RE, _imperative_guard),
-    _Rule("approval_manipulation.authority_claim", _AUTHORITY_RE, _unless_mentioned(None)),
+    _Rule("approval_manipulation.authority_claim", AUTHORITY_RE, unless_mentioned(None)),
 )
 
 
@@ -692,8 +487,8 @@ def detect_injection(*texts: str) -> InjectionVerdict:
     quoted in the seed ``knowhub-openclaw-integration.zh.md``) — every one of its four patterns
     is covered here except where narrowed to avoid false positives on technical prose.
     """
-    forms = [normalise(text).translate(_CONFUSABLES) for text in texts if text]
-    line_forms = [_line_form(text).translate(_CONFUSABLES) for text in texts if text]
+    forms = [normalise(text).translate(CONFUSABLES) for text in texts if text]
+    line_forms = [line_form(text).translate(CONFUSABLES) for text in texts if text]
     hits: list[str] = []
     for rule in _RULES:
         if rule.name not in hits and any(rule.matches(form) for form in (line_forms if rule.lines else forms)):

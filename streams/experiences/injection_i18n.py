@@ -1,6 +1,6 @@
-""""Ignore all previous instructions" in German, Spanish, French, Portuguese, Swedish, Japanese and
-Russian, plus the Chinese phrasings the first Chinese rule missed (pure; used by
-:mod:`streams.experiences.injection`).
+"""The override phrase "ignore all previous instructions" in German, Spanish, French, Portuguese,
+Swedish, Japanese and Russian, plus the Chinese phrasings the first Chinese rule missed (pure; used
+by :mod:`streams.experiences.injection`).
 
 The patterns are matched against the detector's normal form (NFKC, casefolded, whitespace
 collapsed, a few Cyrillic/Greek look-alike letters folded to Latin: see
