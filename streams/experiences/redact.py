@@ -42,6 +42,15 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Final
 
+from streams.experiences.redact_checks import (
+    accept_card,
+    accept_email,
+    accept_international,
+    accept_named_secret,
+    accept_national,
+    accept_secret,
+)
+
 __all__ = [
     "PLACEHOLDER_RE",
     "PiiKind",
@@ -109,10 +118,10 @@ class PiiKind(StrEnum):
       key``, ``access key``, ``token``, ``access / auth / refresh token``, ``client secret``,
       ``secret access key`` … followed by nothing, ``is``, ``was``, ``to``, ``set to``, ``:`` or
       ``=`` (``the password for staging is X``, ``AWS secret X``, ``"api key": "X"``), when the
-      value reads as a credential (:func:`_credential_like`: 8–256 characters with letters and
-      digits and either a 6+-character piece mixing them or upper case, lower case and digits;
-      not a version, date, path or ``snake_case`` / dotted identifier). So "rotate the secret
-      monthly" and "token limit 4096" are kept.
+      value reads as a credential (:func:`~streams.experiences.redact_checks.credential_like`:
+      8–256 characters with letters and digits and either a 6+-character piece mixing them or
+      upper case, lower case and digits; not a version, date, path or ``snake_case`` / dotted
+      identifier). So "rotate the secret monthly" and "token limit 4096" are kept.
     * ``card_number``: a payment card number: 13–19 digits, unseparated or in groups of 3–6
       separated by one kind of separator (space or dash), starting with 2–6 (the networks' IIN
       ranges: Mastercard 2/5, Amex/Diners/JCB 3, Visa 4, Discover/UnionPay/Maestro 6), passing the
@@ -217,97 +226,11 @@ _SECRET_NAME: Final = (
 # An identifier ending in a secret name, an optional closing quote, then ":" or "=".
 _SECRET_ASSIGN: Final = rf"[A-Za-z0-9_.\-]*?{_SECRET_NAME}\\?[\"']?(?P<sep>\s*[:=]\s*)"
 
-
-_SIGNED_DATE: Final = re.compile(r"\+\d{4,6}-\d{2}-\d{2}(?!\d)")
-_ZIP4: Final = re.compile(r"\d{5}-\d{4}")
-# A value that reads as code (``secret_key = s3_example``, ``token = self.token2``).
-_CODE_VALUE: Final = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")
-
-
-def _digits(m: re.Match[str]) -> int:
-    return sum(ch.isdigit() for ch in m.group(0))
-
-
-def _accept_international(m: re.Match[str]) -> bool:
-    """E.164 allows at most 15 digits; 8 is the shortest realistic international number. A
-    dot-separated number needs 3+ groups, so ``+37.774929`` (a coordinate) is not a phone, and
-    ``+1980-02-29`` (an ISO 8601 expanded year) is a date."""
-    n = _digits(m)
-    if not 8 <= n <= 15 or _SIGNED_DATE.match(m.group(0)):
-        return False
-    groups = re.findall(r"\d+", m.group(0))
-    return not ("." in m.group(0) and len(groups) < 3)
-
-
-def _accept_national(m: re.Match[str]) -> bool:
-    """European national numbers with the trunk ``0`` have 9–13 digits (dates have 8); a US
-    ZIP+4 code (``02110-1301``) is not a phone."""
-    return 9 <= _digits(m) <= 13 and not _ZIP4.fullmatch(m.group(0))
-
-
-def _accept_secret(m: re.Match[str]) -> bool:
-    """An assigned credential mixes letters and digits (``token: string``, ``password=hunter``
-    are code or prose); an unquoted dotted / underscored identifier after `` = `` is code."""
-    value = m.group("secret")
-    if not (any(ch.isdigit() for ch in value) and any(ch.isalpha() for ch in value)):
-        return False
-    code_like = m.group("sep") != m.group("sep").strip() and "q" not in m.groupdict() and ("_" in value or "." in value)
-    return not (code_like and _CODE_VALUE.fullmatch(value))
-
-
+# The names that introduce a credential in prose (``named_secret``).
 _NAMED: Final = (
     r"(?i:(?:aws[ _-]?)?secret(?:[ _-]access)?(?:[ _-]key)?|client[ _-]secret|password|passwd|passphrase|pass phrase"
     r"|api[ _-]?key|access[ _-]key|(?:access|auth|refresh|bearer|api|session)[ _-]token|token)"
 )
-# A value piece: split on separators, a piece of 6+ characters mixing letters and digits reads as random.
-_PIECE_SPLIT: Final = re.compile(r"[\-_./:+=~]+")
-_DOTTED_OR_SNAKE: Final = re.compile(r"[A-Za-z][A-Za-z0-9]*(?:[._][A-Za-z0-9]+)+")
-_DATE_OR_VERSION: Final = re.compile(r"v?\d+(?:[.\-/:]\d+)+[a-z]*")
-
-
-def _credential_like(value: str) -> bool:
-    """A value named as a secret reads as one: 8–256 characters, letters and digits, and either a
-    piece (between ``-_./:+=~``) of 6+ characters mixing letters and digits, or upper case, lower
-    case and digits together; not a version or date (``2026-11-30``, ``v1.2.3``), not a dotted or
-    ``snake_case`` identifier whose pieces are words (``cl100k_base``, ``self.token2``)."""
-    if not 8 <= len(value) <= 256 or _DATE_OR_VERSION.fullmatch(value):
-        return False
-    if not (any(ch.isdigit() for ch in value) and any(ch.isalpha() for ch in value)):
-        return False
-    pieces = [p for p in _PIECE_SPLIT.split(value) if p]
-    mixed_piece = any(len(p) >= 6 and any(c.isdigit() for c in p) and any(c.isalpha() for c in p) for p in pieces)
-    three_classes = any(c.isupper() for c in value) and any(c.islower() for c in value) and any(c.isdigit() for c in value)
-    if _DOTTED_OR_SNAKE.fullmatch(value) and not any(len(p) >= 8 and sum(c.isdigit() for c in p) >= 2 for p in pieces):
-        return False
-    return mixed_piece or (three_classes and len(value) >= 10)
-
-
-def _accept_named_secret(m: re.Match[str]) -> bool:
-    """See :func:`_credential_like`."""
-    return _credential_like(m.group("secret"))
-
-
-def _luhn(digits: str) -> bool:
-    """The Luhn (mod 10) check of ISO/IEC 7812-1."""
-    total = 0
-    for i, ch in enumerate(reversed(digits)):
-        d = ord(ch) - 48
-        if i % 2 == 1:
-            d = d * 2 - 9 if d > 4 else d * 2
-        total += d
-    return total % 10 == 0
-
-
-def _accept_card(m: re.Match[str]) -> bool:
-    """13–19 digits that pass the Luhn check (the pattern fixes the first digit to 2–6)."""
-    digits = re.sub(r"\D", "", m.group(0))
-    return 13 <= len(digits) <= 19 and _luhn(digits)
-
-
-def _accept_email(m: re.Match[str]) -> bool:
-    """``git@host`` is an SSH remote, not a personal address."""
-    return m.group("local").lower() != "git"
-
 
 _RULES: Final[tuple[_Rule, ...]] = (
     # Private key blocks first: nothing inside them is read by a later rule.
@@ -354,7 +277,7 @@ _RULES: Final[tuple[_Rule, ...]] = (
             rf"(?<![A-Za-z0-9_.\-]){_SECRET_ASSIGN}\\?(?P<q>[\"'`])"
             r"(?P<secret>(?![$%<{*/~.\[])[^\r\n\"'`\\]{8,4096}+)\\?(?P=q)"
         ),
-        _accept_secret,
+        accept_secret,
     ),
     # NAME=value (.env, shell, ini, YAML, query strings): the value up to a delimiter.
     _Rule(
@@ -363,20 +286,20 @@ _RULES: Final[tuple[_Rule, ...]] = (
             rf"(?<![A-Za-z0-9_.\-]){_SECRET_ASSIGN}"
             r"(?P<secret>(?![$%<{*/~.\[\"'`])[^\s\"'`,;&()\[\]{}<>\\]{8,4096}+)(?=[\s\"'`,;&\\]|$)"
         ),
-        _accept_secret,
+        accept_secret,
     ),
     # A credential introduced by its name (prose, spaced names, JSON keys): after the assignment
     # rules, so ``NAME=value`` keeps its ``secret`` kind; the value must read as a credential.
     _Rule(
         PiiKind.NAMED_SECRET,
         re.compile(
-            rf"(?<![A-Za-z0-9_.\-]){_NAMED}\\?[\"']?"
+            rf"(?<![A-Za-z0-9_.\-]){_NAMED}(?![A-Za-z0-9])\\?[\"']?"
             r"(?:\s+(?:for|of|on|in)\s+(?:the\s+|our\s+|my\s+|this\s+)?[\w.@\-]+(?:\s+[\w.@\-]+)?\s*(?:[:=]|\s(?:is|was))"
             r"|\s*[:=]|\s+(?i:is|was|set to|changed to|to|of|is now|value)\s*[:=]?|)"
             r"\s*\\?(?P<q>[\"'`]?)(?P<secret>(?![$%<{*/~.\[])[A-Za-z0-9+/=_\-.~!@#%^&*]{8,256}?)\\?(?P=q)"
             r"(?=[\s\"'`,;)\]}]|[.!?:](?:\s|$)|$)"
         ),
-        _accept_named_secret,
+        accept_named_secret,
     ),
     # Home directories: only the user-name segment is replaced, the path keeps its structure.
     _Rule(PiiKind.HOME_USER, re.compile(rf"{_PATH_ROOT}\\?/(?:Users|home)\\?/{_NOT_A_USER}(?P<secret>{_USER})")),
@@ -391,19 +314,19 @@ _RULES: Final[tuple[_Rule, ...]] = (
             r"(?<![A-Za-z0-9._%+\-])(?P<local>[A-Za-z0-9._%+\-]+)@(?!\d+x\.)"
             r"[A-Za-z0-9](?:[A-Za-z0-9\-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9\-]*[A-Za-z0-9])?)*\.[A-Za-z]{2,}(?![A-Za-z0-9\-])"
         ),
-        _accept_email,
+        accept_email,
     ),
     # Payment cards before phones (a card's digit groups would read as a phone number).
     _Rule(
         PiiKind.CARD_NUMBER,
         re.compile(r"(?<![\w.,+\-/])(?<!\d:)(?:[2-6]\d{12,18}|[2-6]\d{3}(?P<s>[ \-])\d{3,6}(?:(?P=s)\d{3,6}){1,3})(?![\w\-/]|[.,:]\d)"),
-        _accept_card,
+        accept_card,
     ),
     # Phones last. International: "+" and a country code, then digit groups.
     _Rule(
         PiiKind.PHONE,
         re.compile(r"(?<![\w+])(?<!\d:)\+[1-9]\d{0,2}(?:[ .\-]?\(\d{1,4}\))?[ .\-]?\d+(?:[ .\-]\d+){0,6}(?!\w)(?![.\-:]\d)"),
-        _accept_international,
+        accept_international,
     ),
     # North American: (415) 555-0134, 415-555-0134, 415.555.0134, 415 555 0134, 1-800-555-0199.
     _Rule(
@@ -418,7 +341,7 @@ _RULES: Final[tuple[_Rule, ...]] = (
             r"(?<![\w.+/\-])(?<!\d[ ./:\-])(?:\(0[1-9]\d{0,3}\) ?|0[1-9]\d{0,3}[ ./\-])\d{2,8}(?:(?P<s>[ .\-])\d{2,8}(?:(?P=s)\d{2,8}){0,2})?"
             r"(?!\w)(?![ ./\-]\d{2})(?!:\d)"
         ),
-        _accept_national,
+        accept_national,
     ),
 )
 
