@@ -723,6 +723,13 @@ _FRAGMENTS: list[str] = sorted(
         "AIza",
         "eyJ",
         "hooks.slack.com/services/",
+        "the password is ",
+        "secret ",
+        "api key: ",
+        '"API Key": "',
+        "4242 4242 4242 4242",
+        "5555-5555-5555-4444",
+        "4111111111111111",
         " ",
         "\n",
     }
