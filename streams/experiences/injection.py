@@ -453,7 +453,7 @@ _RULES: tuple[_Rule, ...] = (
     _Rule("role_tag.chat_template", _CHAT_TOKEN_RE),
     _Rule("role_tag.markdown_header", _MARKDOWN_ROLE_RE),
     _Rule("role_tag.xml", _XML_ROLE_RE, _role_tag_guard),
-    _Rule("role_tag.plain_header", PLAIN_HEADER_RE, unless_mentioned(None)),
+    _Rule("role_tag.plain_header", PLAIN_HEADER_RE, unless_mentioned(None), lines=True),
     _Rule("role_tag.plain_header", BARE_HEADER_RE, lines=True),
     _Rule("tool_execution.run_command", _RUN_COMMAND_RE, _run_command_guard),
     _Rule("tool_execution.call_tool", _CALL_TOOL_RE, _imperative_guard),

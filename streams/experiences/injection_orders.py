@@ -113,9 +113,12 @@ MUST_INVOKE_RE = re.compile(
 # -- role headers in plain text and claims of authority
 
 _HEADER_ROLE = r"(?:system|developer|admin|administrator|operator|root)(?: prompt| message| instructions?| override| note| notice| directive)?"
+# At the start of a line or after a sentence ends ("the operating system: your build needs …" is prose).
 PLAIN_HEADER_RE = re.compile(
-    rf"(?:^|(?<=[\s>#*\]]))(?:#{{1,6}} ?)?{_HEADER_ROLE} ?: ?(?:you\b|your\b|ignore|disregard|forget|approve|accept|trust|skip|bypass|disable"
-    r"|always|never|do not|don't|from now|new (?:instructions|rules|policy)|override|act as|respond only|reply only|answer only|obey|follow (?:only|these|my))"
+    rf"(?:^|(?<=[.!?;>|] ))(?:#{{1,6}} ?|\*\* ?|> ?|\[)?{_HEADER_ROLE}(?:\*\*|\])? ?: ?(?:you\b|your\b|ignore|disregard|forget|approve|accept|trust"
+    r"|skip|bypass|disable|always|never|do not|don't|from now|new (?:instructions|rules|policy)|override|act as|respond only|reply only|answer only"
+    r"|obey|follow (?:only|these|my))",
+    re.MULTILINE,
 )
 BARE_HEADER_RE = re.compile(r"^[ \t]*(?:#{1,6}|\*\*|__) ?(?:system|developer)(?: prompt| message| instructions?)? ?(?:\*\*|__)? ?:?[ \t]*$", re.MULTILINE)
 _AUTHORITY = (
