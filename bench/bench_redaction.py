@@ -11,7 +11,8 @@ Prints, per detector:
   credential hit is a false positive): strings with a hit and hits, per kind / plugin;
 * seconds over the corpus and the ratio to the hand-written rules measured in the same run;
 * for the injection detector: issue 11's classes, positives flagged and negatives flagged, and
-  corpus strings flagged (all rules, and issue 11's rules).
+  corpus strings flagged (all rules, and issue 11's rules); the seed documents' paragraphs
+  (Chinese and Swedish prose) redacted or flagged by issue 11's rules.
 
 ``--baseline REV`` also runs ``streams/experiences/redact.py`` and ``injection.py`` as they are at
 git revision REV (e.g. ``main``), read with ``git show``: the "before" figures.
@@ -243,6 +244,12 @@ def main() -> None:
             fp = sum(det("Fix CI", "", t).flagged for t in neg)
             parts.append(f"{cls}: {hit}/{len(pos)} flagged, {fp}/{len(neg)} FP")
         print(f"  {name:12} " + "; ".join(parts))
+    seeds = [p for f in sorted((CORPUS.parent / "seeds").glob("*.md")) for p in f.read_text(encoding="utf-8").split("\n\n") if p.strip()]
+    if seeds:  # the seed documents, written by Chinese- and Swedish-speaking teams: ordinary text in those languages
+        new_kinds = {"named_secret", "card_number"}
+        redacted = sum(bool(new_kinds & set(redact.redact(p).counts)) for p in seeds)
+        flagged_new = sum(bool(set(injection.detect_injection(p).rules) & NEW_RULES) for p in seeds)
+        print(f"  seeds: {len(seeds)} paragraphs; redacted by named_secret / card_number: {redacted}; flagged by issue 11's rules: {flagged_new}")
     for name, det in runs:
         flagged = [det(t).rules for t in texts]
         any_flag = sum(bool(r) for r in flagged)
