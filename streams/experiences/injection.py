@@ -137,6 +137,7 @@ from dataclasses import dataclass
 
 from streams.experiences.injection_i18n import I18N_RULES, fold_pattern
 from streams.experiences.injection_orders import (
+    AUTHORITY_NEEDLES,
     AUTHORITY_RE,
     BARE_HEADER_RE,
     INVOKE_TOOL_RE,
@@ -145,7 +146,7 @@ from streams.experiences.injection_orders import (
     invoke_tool_guard,
     unless_mentioned,
 )
-from streams.experiences.injection_text import CONFUSABLES, WORD_RE, Guard, imperative, line_form, normalise, not_descriptive
+from streams.experiences.injection_text import CONFUSABLES, WORD_RE, Guard, both_forms, imperative, normalise, not_descriptive
 
 __all__ = ["FAMILIES", "InjectionVerdict", "detect_injection", "normalise"]
 
@@ -189,8 +190,11 @@ class _Rule:
     pattern: re.Pattern[str]
     guard: Guard | None = None
     lines: bool = False  # matched against the line form (line breaks kept), not the one-line form
+    needles: tuple[str, ...] = ()  # when given, a text holding none of them cannot match (a cheap pre-check)
 
     def matches(self, text: str) -> bool:
+        if self.needles and not any(n in text for n in self.needles):
+            return False
         return any(self.guard is None or self.guard(text, found) for found in self.pattern.finditer(text))
 
 
@@ -436,7 +440,10 @@ _RULES: tuple[_Rule, ...] = (
     _Rule("override_instructions.ignore_the_above", _IGNORE_THE_RE, unless_mentioned(_descriptive_guard)),
     _Rule("override_instructions.forget_everything", _FORGET_EVERYTHING_RE, unless_mentioned(_descriptive_guard)),
     _Rule("override_instructions.do_not_follow", _DO_NOT_FOLLOW_RE, unless_mentioned(_descriptive_guard)),
-    *(_Rule(name, fold_pattern(source, CONFUSABLES), unless_mentioned(guard)) for name, source, guard in I18N_RULES),
+    *(
+        _Rule(name, fold_pattern(source, CONFUSABLES), unless_mentioned(guard), needles=tuple(n.translate(CONFUSABLES) for n in needles))
+        for name, source, guard, needles in I18N_RULES
+    ),
     _Rule("system_prompt.override", _SYS_OVERRIDE_RE, unless_mentioned(_descriptive_guard)),
     _Rule("system_prompt.reveal", _SYS_REVEAL_RE, unless_mentioned(_descriptive_guard)),
     _Rule("system_prompt.print_yours", _SYS_PRINT_YOURS_RE, unless_mentioned(_descriptive_guard)),
@@ -468,7 +475,7 @@ _RULES: tuple[_Rule, ...] = (
     _Rule("tool_execution.invoke_tool", MUST_INVOKE_RE),
     _Rule("approval_manipulation.approve_this", _APPROVE_RE, _imperative_guard),
     _Rule("approval_manipulation.skip_review", _NO_REVIEW_RE, _imperative_guard),
-    _Rule("approval_manipulation.authority_claim", AUTHORITY_RE, unless_mentioned(None)),
+    _Rule("approval_manipulation.authority_claim", AUTHORITY_RE, unless_mentioned(None), needles=AUTHORITY_NEEDLES),
 )
 
 
@@ -487,8 +494,9 @@ def detect_injection(*texts: str) -> InjectionVerdict:
     quoted in the seed ``knowhub-openclaw-integration.zh.md``) — every one of its four patterns
     is covered here except where narrowed to avoid false positives on technical prose.
     """
-    forms = [normalise(text).translate(CONFUSABLES) for text in texts if text]
-    line_forms = [line_form(text).translate(CONFUSABLES) for text in texts if text]
+    both = [both_forms(text) for text in texts if text]
+    forms = [one_line.translate(CONFUSABLES) for one_line, _ in both]
+    line_forms = [lines.translate(CONFUSABLES) if lines is not one_line else form for (one_line, lines), form in zip(both, forms, strict=True)]
     hits: list[str] = []
     for rule in _RULES:
         if rule.name not in hits and any(rule.matches(form) for form in (line_forms if rule.lines else forms)):

@@ -126,15 +126,32 @@ def _any(_text: str, _found: re.Match[str]) -> bool:
     return True
 
 
-I18N_RULES: tuple[tuple[str, str, Guard], ...] = (
-    ("override_instructions.zh", _ZH, _zh_not_descriptive),
-    ("override_instructions.de", _DE, _any),
-    ("override_instructions.es", _ES, _starts_clause),
-    ("override_instructions.fr", _FR, _starts_clause),
-    ("override_instructions.pt", _PT, _starts_clause),
-    ("override_instructions.sv", _SV, _any),
-    ("override_instructions.ja", _JA, _any),
-    ("override_instructions.ru", _RU, _any),
+I18N_RULES: tuple[tuple[str, str, Guard, tuple[str, ...]], ...] = (
+    (
+        "override_instructions.zh",
+        _ZH,
+        _zh_not_descriptive,
+        ("忽略", "无视", "無視", "忽视", "忽視", "不要理", "别管", "別管", "不要遵", "不再遵", "忘记", "忘記", "忘掉", "放弃", "放棄", "抛开", "拋開"),
+    ),
+    ("override_instructions.de", _DE, _any, ("ignorier", "vergiss", "vergessen", "missacht", "übergeh", "verwirf", "verwerfen")),
+    ("override_instructions.es", _ES, _starts_clause, ("ignor", "olvid", "descart", "desatiend", "omit", "caso omiso", "no sig", "deja de seguir")),
+    (
+        "override_instructions.fr",
+        _FR,
+        _starts_clause,
+        ("ignor", "oubli", "néglig", "tiens pas compte", "tenez pas compte", "abstraction", "ne sui", "ne respect", "écart"),
+    ),
+    (
+        "override_instructions.pt",
+        _PT,
+        _starts_clause,
+        ("ignor", "esqueç", "esquec", "desconsider", "descart", "desprez", "não siga", "nao siga", "deixe de seguir"),
+    ),
+    ("override_instructions.sv", _SV, _any, ("ignorera", "glöm", "bortse", "strunta", "åsidosätt", "bry dig inte", "följ inte", "sluta följa")),
+    ("override_instructions.ja", _JA, _any, ("無視", "忘れ")),
+    ("override_instructions.ru", _RU, _any, ("игнорир", "забуд", "не обращ", "не слуша", "не следу", "отбрось", "пренебрег")),
 )
-"""``(rule name, pattern source before the look-alike fold, context guard)``; the detector compiles
-each pattern with :func:`fold_pattern` and applies its mention guard before the guard here."""
+"""``(rule name, pattern source before the look-alike fold, context guard, needles)``; the detector
+compiles each pattern with :func:`fold_pattern`, applies its mention guard before the guard here,
+and skips a text that holds none of the needles (every verb of the pattern contains one; folded
+the same way)."""

@@ -22,6 +22,7 @@ import re
 from streams.experiences.injection_text import Guard, clause_words, imperative
 
 __all__ = [
+    "AUTHORITY_NEEDLES",
     "AUTHORITY_RE",
     "BARE_HEADER_RE",
     "INVOKE_TOOL_RE",
@@ -138,3 +139,8 @@ AUTHORITY_RE = re.compile(
     r"|\bpre-?approved by\b"
     r"|(?:^|[.;:!?] )(?:and |so |then |please )?(?:approve|publish|accept) (?:it |this |everything )?(?:automatically|without (?:review|checking))\b"
 )
+AUTHORITY_NEEDLES = (
+    "review", "moderation", "quarantine", "approv", "injection", "safety", "accept", "publish", "trust", "whitelist", "allowlist", "check",
+    "authori", "cleared",
+)  # fmt: skip
+"""Every match of :data:`AUTHORITY_RE` contains one of these (a text without any is skipped)."""

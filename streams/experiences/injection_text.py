@@ -12,7 +12,7 @@ import re
 import unicodedata
 from collections.abc import Callable
 
-__all__ = ["CONFUSABLES", "WORD_RE", "Guard", "clause_words", "imperative", "line_form", "normalise", "not_descriptive"]
+__all__ = ["CONFUSABLES", "WORD_RE", "Guard", "both_forms", "clause_words", "imperative", "line_form", "normalise", "not_descriptive"]
 
 Guard = Callable[[str, re.Match[str]], bool]
 """A rule's context check: ``(normalised text, match) -> counts``."""
@@ -34,6 +34,12 @@ CONFUSABLES = str.maketrans(
 )  # fmt: skip
 
 
+def _fold(text: str) -> str:
+    """NFKC, invisible characters removed, tag characters decoded, casefolded (no whitespace change)."""
+    folded = unicodedata.normalize("NFKC", text)
+    return _INVISIBLE_RE.sub("", folded).translate(_TAG_CHARS).casefold()
+
+
 def normalise(text: str) -> str:
     """Return ``text`` in the form the injection rules are matched against.
 
@@ -47,21 +53,29 @@ def normalise(text: str) -> str:
     ``normalise("IGNORE   previous\\ninstructions") == "ignore previous instructions"`` and
     ``normalise("Ignore\\u200b previous") == "ignore previous"``. Pure; raises nothing for any str.
     """
-    folded = unicodedata.normalize("NFKC", text)
-    folded = _INVISIBLE_RE.sub("", folded).translate(_TAG_CHARS)
-    folded = folded.casefold()
-    return _WHITESPACE_RE.sub(" ", folded).strip()
+    return _WHITESPACE_RE.sub(" ", _fold(text)).strip()
 
 
 _HSPACE_RE = re.compile(r"[^\S\n]+")
 
 
+def _lines(folded: str) -> str:
+    folded = folded.replace("\r\n", "\n").replace("\r", "\n")
+    return "\n".join(_HSPACE_RE.sub(" ", line).strip() for line in folded.split("\n"))
+
+
 def line_form(text: str) -> str:
     """:func:`normalise`, but line breaks kept (each line's other whitespace collapsed): for rules
-    that need the start and end of a line, such as a bare ``### system`` header."""
-    folded = unicodedata.normalize("NFKC", text.replace("\r\n", "\n").replace("\r", "\n"))
-    folded = _INVISIBLE_RE.sub("", folded).translate(_TAG_CHARS).casefold()
-    return "\n".join(_HSPACE_RE.sub(" ", line).strip() for line in folded.split("\n"))
+    that need the start and end of a line, such as a bare ``### system`` header. Pure."""
+    return _lines(_fold(text))
+
+
+def both_forms(text: str) -> tuple[str, str]:
+    """``(normalise(text), line_form(text))``, folding the text once (a text without a line break
+    has one form). Pure; raises nothing."""
+    folded = _fold(text)
+    one_line = _WHITESPACE_RE.sub(" ", folded).strip()
+    return one_line, (_lines(folded) if "\n" in folded or "\r" in folded else one_line)
 
 
 # --------------------------------------------------------------------------- clause context
