@@ -240,14 +240,13 @@ def produce(
 
     from streams.clock import wall_clock_ms
     from streams.experiences.settings import KbSettings
-    from streams.producer import make_producer, produce_files
+    from streams.producer import produce_files
     from streams.topics import Topics, ensure_topics
 
     s = kafka_settings(bootstrap, namespace, partitions)
     t = Topics(s.topic_namespace)
     ensure_topics(s.kafka_bootstrap_servers, t.specs(s.partitions))
     paths = _expand(files)
-    producer = make_producer(s.kafka_bootstrap_servers)
     t0 = _time.monotonic()
     with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=err, transient=True) as prog:
         task = prog.add_task("producing", total=None)
@@ -256,11 +255,8 @@ def produce(
             rate = n / max(1e-6, _time.monotonic() - t0)
             prog.update(task, description=f"produced {n} events ({rate:,.0f} events/s)")
 
-        try:
-            rep = produce_files(paths, producer, t, gateway=gateway, now_ms=wall_clock_ms, on_event=tick,
-                                   privacy_mode=KbSettings().privacy_mode)
-        finally:
-            producer.close()
+        rep = produce_files(paths, s.kafka_bootstrap_servers, t, gateway=gateway, now_ms=wall_clock_ms, on_event=tick,
+                            privacy_mode=KbSettings().privacy_mode)
     dt = _time.monotonic() - t0
     dl = ", ".join(f"{k} {v}" for k, v in rep.dead_letters.most_common()) or "none"
     out.print(f"produced {rep.events} events from {len(paths)} files to {t.hook_events} in {dt:.1f} s "
@@ -291,7 +287,7 @@ def worker(
     key_strategy: KeyOpt = None,
     loglevel: Annotated[str, typer.Option("--loglevel")] = "warning",
 ) -> None:
-    """Run a faust worker: validate hook events, repartition by dedup key, dedup into frames."""
+    """Run a faust worker: validate hook events, dedup into frames (hook-events is keyed by key group)."""
     from streams.faust_app import create_app, run_worker
     from streams.topics import ensure_topics
 

@@ -85,7 +85,6 @@ class EmbeddedRunner:
             allowed_lateness_ms=self.settings.allowed_lateness_ms,
             state=TrackedState(self.sink.load_dedup_state()),
         )
-        self.core.max_event_time_ms = self.sink.max_event_time_ms()
         self.report = RunReport(db=str(db))
 
     def close(self) -> None:

@@ -85,7 +85,7 @@ def worker(
     loglevel: Annotated[str, typer.Option("--loglevel")] = "warning",
 ) -> None:
     """Run the faust stub worker: match messages per channel, write stub-matches (and stub-dead-letter)."""
-    from streams.faust_app import run_app
+    from streams.faust_base import run_app
     from streams.stubs.worker import create_stub_app
 
     s = kafka_settings(bootstrap, namespace, partitions)

@@ -15,7 +15,7 @@ from streams.dedup import FrameEvent
 CAPTURE_COLUMNS = (
     "event_id", "frame_id", "is_duplicate", "dedup_key", "body_hash", "content", "source",
     "session", "event_type", "parent", "project", "importance", "event_time_ms",
-    "frame_time_ms", "src_partition", "src_offset", "seq",
+    "frame_time_ms", "src_partition", "src_offset", "seq", "is_late",
 )
 
 
@@ -32,7 +32,7 @@ def capture_columns(events: Iterable[FrameEvent]) -> dict[str, list[Any]]:
         row = (
             c.event_id, fe.frame_id, not created, c.key, c.body_hash,
             c.content if created else None, c.source, c.session, c.event_type, c.parent,
-            c.project, c.importance, c.event_time_ms, fe.frame_time_ms, c.partition, c.offset, i,
+            c.project, c.importance, c.event_time_ms, fe.frame_time_ms, c.partition, c.offset, i, fe.late,
         )
         for name, value in zip(CAPTURE_COLUMNS, row, strict=True):
             cols[name].append(value)

@@ -89,6 +89,10 @@ KB_DDL = [
         time_ms BIGINT,
         PRIMARY KEY (input, src_offset, event_key)
     )""",
+    """CREATE TABLE IF NOT EXISTS kb_dedup_state (
+        dedup_key VARCHAR PRIMARY KEY,       -- the experience dedup core's state (streams.dedup.DedupCore), stored with the rows
+        value VARCHAR NOT NULL               -- JSON
+    )""",
     """CREATE TABLE IF NOT EXISTS kb_positions (
         input VARCHAR NOT NULL,
         src_partition INTEGER NOT NULL,

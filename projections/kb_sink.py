@@ -9,6 +9,7 @@ are stored in the same transaction, so a restarted runner or projector resumes w
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -64,14 +65,9 @@ class KbSink:
         row = self.con.execute("SELECT next_offset FROM kb_positions WHERE input = ? AND src_partition = ?", [input_name, partition]).fetchone()
         return int(row[0]) if row else 0
 
-    def load_dedup_state(self) -> dict[str, list[list[Any]]]:
-        """The experience dedup state: dedup key → live experiences ``[id, anchor_ms, id, 0, 0]`` in creation order."""
-        state: dict[str, list[list[Any]]] = {}
-        rows = self.con.execute("""SELECT dedup_key, experience_id, anchor_ms FROM experience_submissions
-                                   WHERE event_id = experience_id ORDER BY anchor_ms, experience_id""").fetchall()
-        for key, eid, anchor in rows:
-            state.setdefault(key, []).append([eid, int(anchor), eid, 0, 0])
-        return state
+    def load_dedup_state(self) -> dict[str, Any]:
+        """The experience dedup state (:class:`~streams.dedup.DedupCore` entries by dedup key) as the last batch stored it."""
+        return {k: json.loads(v) for k, v in self.con.execute("SELECT dedup_key, value FROM kb_dedup_state").fetchall()}
 
     def load_counters(self) -> dict[str, int]:
         """The reminder counters (session key → ``before_prompt_build`` calls since ``agent_end``)."""
@@ -117,6 +113,11 @@ class KbSink:
                 con.execute("DELETE FROM kb_reminder_counters")
                 if counters:
                     con.executemany("INSERT INTO kb_reminder_counters VALUES (?, ?)", [[k, int(v)] for k, v in sorted(counters.items())])
+            upserts, deletes = b.state_changes
+            if upserts:
+                con.executemany("INSERT OR REPLACE INTO kb_dedup_state VALUES (?, ?)", [[k, json.dumps(v)] for k, v in upserts.items()])
+            if deletes:
+                con.executemany("DELETE FROM kb_dedup_state WHERE dedup_key = ?", [[k] for k in deletes])
             if positions:
                 con.executemany("""INSERT INTO kb_positions VALUES (?, ?, ?) ON CONFLICT DO UPDATE
                                    SET next_offset = greatest(next_offset, excluded.next_offset)""", [[i, p, o] for (i, p), o in positions.items()])

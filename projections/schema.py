@@ -31,7 +31,8 @@ DDL = [
         event_time_ms BIGINT NOT NULL,
         is_duplicate BOOLEAN NOT NULL,
         src_partition INTEGER,
-        src_offset BIGINT
+        src_offset BIGINT,
+        is_late BOOLEAN NOT NULL DEFAULT false  -- event time below its key group's watermark (README "Dedup semantics")
     )""",
     """CREATE TABLE IF NOT EXISTS dead_letters (
         input VARCHAR NOT NULL,              -- topic or input file
@@ -52,7 +53,7 @@ DDL = [
     )""",
     """CREATE TABLE IF NOT EXISTS dedup_state (
         dedup_key VARCHAR PRIMARY KEY,       -- embedded runner only: the dedup core's state
-        frames VARCHAR NOT NULL              -- JSON list of [frame_id, anchor_ms, event_id, partition, offset]
+        frames VARCHAR NOT NULL              -- JSON of the key's streams.dedup.DedupCore entry
     )""",
     """CREATE TABLE IF NOT EXISTS meta (
         key VARCHAR PRIMARY KEY,

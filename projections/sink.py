@@ -118,11 +118,6 @@ class DuckSink:
         rows = self.con.execute("SELECT dedup_key, frames FROM dedup_state").fetchall()
         return {k: json.loads(v) for k, v in rows}
 
-    def max_event_time_ms(self) -> int | None:
-        """The latest capture event time in the projection (epoch ms), or None when empty."""
-        row = self.con.execute("SELECT max(event_time_ms) FROM frame_captures").fetchone()
-        return None if row is None or row[0] is None else int(row[0])
-
     # --- the batch ------------------------------------------------------------------------
     def apply_batch(
         self,
@@ -161,7 +156,7 @@ class DuckSink:
                 )
                 con.execute(
                     """INSERT INTO frame_captures SELECT event_id, frame_id, source, session,
-                       event_type, event_time_ms, is_duplicate, src_partition, src_offset FROM _new"""
+                       event_type, event_time_ms, is_duplicate, src_partition, src_offset, is_late FROM _new"""
                 )
                 con.execute(_MERGE_FRAMES)
                 row = con.execute("SELECT count(*) FILTER (WHERE NOT is_duplicate), count(*) FILTER (WHERE is_duplicate) FROM _new").fetchone()

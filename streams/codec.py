@@ -1,47 +1,32 @@
-"""JSON codecs of the records on hivestream's topics (each with a ``schema_version``)."""
+"""JSON codec of the ``frames`` topic records (with a ``schema_version``)."""
 
 from __future__ import annotations
 
 import json
-from dataclasses import asdict
 from typing import Any
+
+import orjson
 
 from streams.capture import Capture
 from streams.deadletter import Reason, RejectedInput
 from streams.dedup import FrameEvent
 
-CAPTURE_SCHEMA = 1
 FRAME_EVENT_SCHEMA = 1
 
 
-def capture_to_json(c: Capture) -> bytes:
-    """A capture as UTF-8 JSON (the ``captures`` topic value)."""
-    return json.dumps({"schema_version": CAPTURE_SCHEMA, **asdict(c)}, ensure_ascii=False).encode()
-
-
-def capture_from_json(raw: bytes) -> Capture:
-    """Parse a ``captures`` record.
-
-    Raises:
-        RejectedInput: ``malformed_json``, ``unknown_schema_version`` or ``wrong_shape``.
-    """
-    d = _load(raw)
-    if d.pop("schema_version", None) != CAPTURE_SCHEMA:
-        raise RejectedInput(Reason.UNKNOWN_SCHEMA_VERSION, "capture record has an unknown schema_version")
-    try:
-        return Capture(**d)
-    except TypeError as e:
-        raise RejectedInput(Reason.WRONG_SHAPE, f"capture record: {e}") from e
-
-
 def frame_event_to_json(fe: FrameEvent) -> bytes:
-    """A frame event as UTF-8 JSON (the ``frames`` topic value); touches carry no content."""
-    cap = asdict(fe.capture)
-    if fe.kind == "touched":
-        cap["content"] = None
+    """A frame event as UTF-8 JSON (the ``frames`` topic value); touches carry no content.
+
+    Encoded with orjson (about ten times faster than ``json`` here); lone surrogates cannot occur,
+    since captures hold text as Node reads it (:func:`streams.jsstring.to_js_utf16`).
+    """
+    c = fe.capture
+    cap = {"event_id": c.event_id, "key": c.key, "body_hash": c.body_hash, "content": c.content if fe.kind == "created" else None,
+           "source": c.source, "session": c.session, "event_type": c.event_type, "parent": c.parent, "project": c.project,
+           "importance": c.importance, "event_time_ms": c.event_time_ms, "partition": c.partition, "offset": c.offset}
     doc = {"schema_version": FRAME_EVENT_SCHEMA, "kind": fe.kind, "frame_id": fe.frame_id,
-           "frame_time_ms": fe.frame_time_ms, "capture": cap}
-    return json.dumps(doc, ensure_ascii=False).encode()
+           "frame_time_ms": fe.frame_time_ms, "late": fe.late, "capture": cap}
+    return orjson.dumps(doc)
 
 
 def frame_event_from_json(raw: bytes) -> FrameEvent:
@@ -60,7 +45,7 @@ def frame_event_from_json(raw: bytes) -> FrameEvent:
         kind = d["kind"]
         if kind not in ("created", "touched"):
             raise ValueError(f"kind {kind!r}")
-        return FrameEvent(kind, str(d["frame_id"]), Capture(**cap), int(d["frame_time_ms"]))
+        return FrameEvent(kind, str(d["frame_id"]), Capture(**cap), int(d["frame_time_ms"]), bool(d.get("late", False)))
     except (KeyError, TypeError, ValueError) as e:
         raise RejectedInput(Reason.WRONG_SHAPE, f"frame event: {e}") from e
 

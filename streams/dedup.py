@@ -1,25 +1,36 @@
-"""The dedup core: a sliding event-time window per key, first writer wins (DESIGN.md §3).
+"""The dedup core: a per-key event-time window, first writer wins, a watermark per key group.
 
 Pure and clock-free: time is the captures' event time only. State lives in any
-``MutableMapping[str, dict]`` — a plain dict in the embedded runner and in tests, a faust
-table with a changelog topic in the Kafka worker — so a restarted worker resumes with it.
+``MutableMapping[str, Any]`` — a dict in tests, a :class:`~streams.state.TrackedState` stored in
+DuckDB by the embedded runner, a faust table with a changelog topic in the Kafka worker.
 
-Semantics:
+Semantics (README "Dedup semantics"; DESIGN.md §3):
 
-* A capture whose key has a live frame anchored at ``t0`` (the first writer's event time) and
-  whose event time ``t`` satisfies ``|t - t0| <= window_ms`` is a *touch* of that frame. The
-  window is anchored per key at its first capture, so no clock boundary splits a pair that is
-  ``window_ms`` apart or less.
-* Otherwise it *creates* a frame (first writer wins: its content and provenance, verbatim),
-  which joins the key's list of live frames.
-* A record seen again re-emits its own ``created`` event instead of counting as a duplicate of
-  itself: delivery is at-least-once, and every emitted event is idempotent downstream by event
-  id. The state keeps each frame's first sighting (event id, partition, offset); the match is
-  on the event id, which adapters derive deterministically from the record, because one input
-  record (a transcript line with its gateway capture) can carry several events.
-* The watermark is ``max event time seen - allowed_lateness_ms``; :meth:`DedupCore.evict`
-  drops frames whose window ended before it. ``window_ms=None`` means unbounded: state is kept
-  forever, as hive-mind's own store does.
+* **Key group.** Every key belongs to one of :data:`streams.keying.KEY_GROUPS` groups (from its
+  body hash). ``hook-events`` is keyed by key group, so a group's captures reach one dedup step in
+  log order on every partition count; the embedded runner reads them in the same order.
+* **Watermark.** Per key group: the greatest event time of the group's captures processed so
+  far, minus the allowed lateness L. It depends only on the group's own captures, so it is the same
+  on every path, however partitions interleave.
+* **Decision.** A capture at event time ``t`` touches the earliest-created *open* frame of its key
+  whose anchor ``a`` satisfies ``|t - a| <= W``; otherwise it creates a frame anchored at ``t``
+  (first writer wins: its content and provenance, verbatim; the frame id is its event id).
+* **Closing.** A frame is open while the group's watermark is at or below its close time
+  ``max(a, watermark when it opened) + W``. For an on-time capture that is ``a + W``; a frame opened
+  by a *late* capture (event time below the watermark) stays open for W of watermark progress, so
+  a late turn's double capture still collapses.
+* **Late captures** (event time below the group's watermark) are processed by the same rule and
+  flagged ``late``; none is dropped. One whose frame has already closed starts a new frame.
+* **At-least-once.** A frame remembers the event ids it absorbed; a capture whose event id is
+  already there (a record processed again after a crash, or delivered twice) re-emits the same
+  answer and changes nothing. State restored from a changelog is a prefix of the processing, and
+  the decision is a function of that state and the capture, so re-processed records get the same
+  answers as the first time.
+* **Eviction** (garbage collection, never a change of answer): closed frames are dropped once the
+  key's last capture is at or below the committed position (so no re-processing can reach them);
+  a key's entry that holds its group's greatest event time is kept, so the group watermark can be
+  rebuilt from the state alone. ``window_ms=None`` means unbounded: frames never close, as in
+  hive-mind's own store.
 """
 
 from __future__ import annotations
@@ -29,10 +40,11 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from streams.capture import Capture
+from streams.keying import key_group
 
 DEFAULT_WINDOW_MS = 600_000  # 10 min; see README "Choosing the window"
 DEFAULT_ALLOWED_LATENESS_MS = 60_000
-DEFAULT_SWEEP_EVERY = 10_000  # captures between eviction sweeps
+DEFAULT_SWEEP_EVERY = 20_000  # captures between eviction sweeps
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,25 +56,50 @@ class FrameEvent:
         frame_id: the frame's id = the first writer's event id.
         capture: the capture itself (its provenance is recorded either way).
         frame_time_ms: the frame's anchor (first writer's event time), epoch ms.
+        late: the capture's event time was below its key group's watermark when first processed.
     """
 
     kind: Literal["created", "touched"]
     frame_id: str
     capture: Capture
     frame_time_ms: int
+    late: bool = False
+
+
+def group_of_key(key: str) -> int:
+    """The key group of a dedup key: the group of the 64-hex body hash it ends with.
+
+    ``body`` keys are the hash; ``body+event`` keys are ``<event>:<hash>``; KnowHub experience keys
+    are hex digests too. A key that does not end in 8+ hex digits falls in group 0.
+    """
+    tail = key[-64:] if len(key) >= 64 else key
+    try:
+        return key_group(tail)
+    except ValueError:
+        return 0
+
+
+# one frame in the state: [frame_id, anchor_ms, close_ms | None, late_flag, [absorbed event ids...]]
+_ID, _ANCHOR, _CLOSE, _LATE, _ABSORBED = range(5)
 
 
 class DedupCore:
-    """Sliding event-time window dedup over a key → state mapping.
+    """Per-key event-time window dedup over a key → state mapping (see the module docstring).
 
     Args:
         window_ms: W in milliseconds, or ``None`` for unbounded.
-        allowed_lateness_ms: how far behind the max seen event time the watermark trails.
-        state: key → list of ``[frame_id, anchor_ms, first_event_id, partition, offset]``
-            (JSON-serialisable, for a faust table's changelog); a dict, or a faust table.
+        allowed_lateness_ms: L: how far the watermark trails the greatest event time of a key group (ms).
+        state: key → ``{"f": [[frame_id, anchor_ms, close_ms, late, [event ids]], ...],
+            "g": the group's greatest event time after this key's last capture (ms),
+            "p": [partition, offset] of the key's last capture}``; JSON-serialisable.
         sweep_every: run :meth:`evict` after this many captures (0 disables automatic sweeps).
         owns: which keys this core may evict (a faust table may only change keys of the
             partition being processed); all keys when ``None``.
+        committed: ``(partition) -> offset``: the first offset of ``partition`` that could still be
+            processed again (the committed offset); frames of a key whose last capture is below it
+            may be evicted. ``None``: everything processed is committed (the embedded runner stores
+            state and rows in one transaction).
+        group_of: key → key group (default :func:`group_of_key`).
 
     Raises:
         ValueError: for a negative window or lateness.
@@ -76,6 +113,8 @@ class DedupCore:
         state: MutableMapping[str, Any] | None = None,
         sweep_every: int = DEFAULT_SWEEP_EVERY,
         owns: Callable[[str], bool] | None = None,
+        committed: Callable[[int], int | None] | None = None,
+        group_of: Callable[[str], int] = group_of_key,
     ) -> None:
         if window_ms is not None and window_ms < 0:
             raise ValueError("window_ms must be >= 0 or None (unbounded)")
@@ -86,76 +125,102 @@ class DedupCore:
         self.state: MutableMapping[str, Any] = {} if state is None else state
         self.sweep_every = sweep_every
         self.owns = owns
-        self.max_event_time_ms: int | None = None
+        self.committed = committed
+        self.group_of = group_of
+        self.group_max: dict[int, int] = {}
         self._since_sweep = 0
+        self.rebuild_watermarks()
 
-    @property
-    def watermark_ms(self) -> int | None:
-        """Event-time watermark: max event time seen minus the allowed lateness (ms)."""
-        if self.max_event_time_ms is None:
-            return None
-        return self.max_event_time_ms - self.allowed_lateness_ms
+    def rebuild_watermarks(self) -> None:
+        """Rebuild the per-group greatest event times from the state (after a restore).
 
-    def _within(self, t: int, anchor: int) -> bool:
-        return self.window_ms is None or abs(t - anchor) <= self.window_ms
+        Every key's entry carries its group's greatest event time as of its last capture, and
+        eviction keeps the entry that holds the greatest one, so the maximum over the entries of a
+        group is the group's value at the end of the restored prefix.
+        """
+        gm: dict[int, int] = {}
+        for k, v in list(self.state.items()):
+            if self.owns is not None and not self.owns(k):
+                continue
+            g = self.group_of(k)
+            if v["g"] > gm.get(g, -(2**62)):
+                gm[g] = v["g"]
+        for g, t in gm.items():
+            if t > self.group_max.get(g, -(2**62)):
+                self.group_max[g] = t
+
+    def watermark_ms(self, group: int) -> int | None:
+        """Event-time watermark of key group ``group``: its greatest event time minus L (ms), or None."""
+        t = self.group_max.get(group)
+        return None if t is None else t - self.allowed_lateness_ms
 
     def process(self, c: Capture) -> FrameEvent:
-        """Dedup one capture and return the frame event it produces (never raises on data).
-
-        The key's state is a list of live frames ``[frame_id, anchor_ms, first_event_id,
-        partition, offset]`` in creation order. A capture with the event id of one of them
-        (the same record, processed again) re-emits that frame's ``created``; otherwise the earliest-created frame whose
-        anchor is within W makes it a touch; otherwise it creates a frame. Picking by creation
-        order makes a reprocessed record get the same answer as the first time, even when
-        frames were created for its key after it.
-        """
+        """Dedup one capture and return the frame event it produces (never raises on data)."""
+        st = self.state.get(c.key)
+        frames: list[list[Any]] = [] if st is None else st["f"]
+        for f in frames:  # processed before (at-least-once re-delivery): the same answer, no change
+            if c.event_id in f[_ABSORBED]:
+                created = f[_ID] == c.event_id
+                return FrameEvent("created" if created else "touched", f[_ID], c, f[_ANCHOR], bool(f[_LATE]) if created else False)
+        g = self.group_of(c.key)
         t = c.event_time_ms
-        if self.max_event_time_ms is None or t > self.max_event_time_ms:
-            self.max_event_time_ms = t
-        frames: list[list[Any]] = list(self.state.get(c.key) or ())
+        prev = self.group_max.get(g)
+        late = prev is not None and t < prev - self.allowed_lateness_ms
+        gmax = t if prev is None or t > prev else prev
+        self.group_max[g] = gmax
+        wm = gmax - self.allowed_lateness_ms
+        w = self.window_ms
         out: FrameEvent | None = None
-        for f, anchor, first, _p, _o in frames:
-            if first == c.event_id:
-                out = FrameEvent("created", f, c, anchor)
+        frames = [list(f) for f in frames]
+        for f in frames:
+            if (f[_CLOSE] is None or f[_CLOSE] >= wm) and (w is None or abs(t - f[_ANCHOR]) <= w):
+                f[_ABSORBED] = [*f[_ABSORBED], c.event_id]
+                out = FrameEvent("touched", f[_ID], c, f[_ANCHOR], late)
                 break
         if out is None:
-            for f, anchor, _first, _p, _o in frames:
-                if self._within(t, anchor):
-                    out = FrameEvent("touched", f, c, anchor)
-                    break
-        if out is None:
-            out = FrameEvent("created", c.event_id, c, t)
-            frames.append([c.event_id, t, c.event_id, c.partition, c.offset])
-            self.state[c.key] = frames
+            close = None if w is None else max(t, wm) + w
+            frames.append([c.event_id, t, close, late, [c.event_id]])
+            out = FrameEvent("created", c.event_id, c, t, late)
+        self.state[c.key] = {"f": frames, "g": gmax, "p": [c.partition, c.offset]}
         self._since_sweep += 1
         if self.sweep_every and self._since_sweep >= self.sweep_every:
             self.evict()
         return out
 
-    def evict(self, watermark_ms: int | None = None) -> int:
-        """Drop keys whose window ended before the watermark.
+    def evict(self) -> int:
+        """Drop closed frames that no re-processing can reach (garbage collection only).
 
-        Args:
-            watermark_ms: evict against this watermark (epoch ms) instead of the core's own.
+        A frame is dropped when its close time is below its group's watermark and its key's last
+        capture is below the committed position of its partition; a key with no frame left is
+        deleted unless its entry holds its group's greatest event time.
 
         Returns:
-            The number of frames evicted from the state (0 for an unbounded window).
+            The number of frames dropped (0 for an unbounded window).
         """
         self._since_sweep = 0
-        wm = self.watermark_ms if watermark_ms is None else watermark_ms
-        if self.window_ms is None or wm is None:
+        if self.window_ms is None:
             return 0
-        w = self.window_ms
-        evicted = 0
-        for k, frames in list(self.state.items()):
+        dropped = 0
+        committed: dict[int, int | None] = {}
+        for k, v in list(self.state.items()):
             if self.owns is not None and not self.owns(k):
                 continue
-            live = [f for f in frames if f[1] + w >= wm]
-            if len(live) == len(frames):
+            part, off = v["p"]
+            if self.committed is not None:
+                if part not in committed:
+                    committed[part] = self.committed(part)
+                limit = committed[part]
+                if limit is None or off >= limit:
+                    continue
+            wm = self.watermark_ms(self.group_of(k))
+            if wm is None:
                 continue
-            evicted += len(frames) - len(live)
-            if live:
-                self.state[k] = live
+            live = [f for f in v["f"] if f[_CLOSE] >= wm]
+            if len(live) == len(v["f"]):
+                continue
+            dropped += len(v["f"]) - len(live)
+            if live or v["g"] >= self.group_max.get(self.group_of(k), v["g"]):
+                self.state[k] = {**v, "f": live}
             else:
                 del self.state[k]
-        return evicted
+        return dropped

@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from functools import lru_cache
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -32,6 +33,7 @@ CAPTURE_TYPES = frozenset({PROMPT, STOP, SUBAGENT_STOP})
 Importance = Literal["temporary", "normal", "important", "critical", "deprecated"]
 
 
+@lru_cache(maxsize=4096)
 def kebab(name: str) -> str:
     """``UserPromptSubmit`` → ``user-prompt-submit``; ``message:sent`` → ``message-sent``."""
     out: list[str] = []
@@ -48,8 +50,12 @@ def stable_id(*parts: object) -> str:
     Used so that importing or adapting the same input twice yields the same event ids, which
     makes every downstream step idempotent.
     """
-    raw = json.dumps(parts, sort_keys=True, default=str, ensure_ascii=True)
+    raw = _ID_ENCODER.encode(parts)
     return hashlib.sha256(raw.encode("ascii")).hexdigest()[:32]
+
+
+# json.dumps(parts, sort_keys=True, default=str, ensure_ascii=True) with one encoder made once
+_ID_ENCODER = json.JSONEncoder(sort_keys=True, default=str, ensure_ascii=True)
 
 
 class HookEvent(BaseModel):

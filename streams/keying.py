@@ -10,9 +10,12 @@ partition; the dedup step keeps one watermark per key group, so its decisions de
 sequence of that group's captures, which is the same on every partition count, live and on replay,
 and in the embedded runner.
 
-Events that carry no turn text (tool calls, session starts, plugin hooks) keep the session key,
-so a session's non-capture events stay ordered; an event whose body is rejected (empty, too large)
-also keeps the session key and is dead-lettered by the worker as before.
+KnowHub submissions (a ``kb_submit`` tool call, a KnowHub ``experience-submitted`` line) are keyed
+the same way by the key group of the experience's dedup key, so the experience dedup (window one
+day) sees each group's submissions in log order too. Other events that carry no turn text (tool
+calls, session starts, plugin hooks) keep the session key, so a session's events stay ordered; an
+event whose body is rejected (empty, too large) also keeps the session key and is dead-lettered by
+the worker as before.
 
 ``KEY_GROUPS`` is fixed for the life of a topic: it bounds the useful partition count (256).
 """
@@ -23,6 +26,7 @@ from streams.body_hash import KeyStrategy
 from streams.capture import DEFAULT_MAX_BODY_BYTES, to_capture
 from streams.deadletter import RejectedInput
 from streams.events import HookEvent
+from streams.experiences.settings import KbSettings
 
 KEY_GROUPS = 256
 _GROUP_PREFIX = "kg:"
@@ -46,7 +50,7 @@ def group_record_key(group: int) -> bytes:
     return f"{_GROUP_PREFIX}{group}".encode()
 
 
-def hook_event_key(ev: HookEvent, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> bytes:
+def hook_event_key(ev: HookEvent, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, kb_settings: KbSettings | None = None) -> bytes:
     """The ``hook-events`` record key of ``ev``.
 
     A capture (an event with turn text) is keyed by the key group of its body hash
@@ -57,6 +61,8 @@ def hook_event_key(ev: HookEvent, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTE
     Args:
         ev: a validated hook event.
         max_body_bytes: the body limit the worker applies (a rejected body keeps the session key).
+        kb_settings: the KnowHub settings the worker uses (the privacy mode changes the
+            experience key); default: from the environment.
 
     Returns:
         The key bytes; pass them to the producer and let its default partitioner pick the partition.
@@ -65,6 +71,28 @@ def hook_event_key(ev: HookEvent, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTE
         cap = to_capture(ev, strategy=KeyStrategy.BODY, max_body_bytes=max_body_bytes)
     except RejectedInput:
         cap = None
-    if cap is None:
-        return ev.session.encode()
-    return group_record_key(key_group(cap.body_hash))
+    if cap is not None:
+        return group_record_key(key_group(cap.body_hash))
+    kb = experience_dedup_key(ev, kb_settings)
+    if kb is not None:
+        return group_record_key(key_group(kb))
+    return ev.session.encode()
+
+
+def experience_dedup_key(ev: HookEvent, kb_settings: KbSettings | None = None) -> str | None:
+    """The experience dedup key a KnowHub submission in ``ev`` gets, or None (not a submission, or rejected)."""
+    from streams.experiences.events import ExperienceSubmitted
+    from streams.experiences.from_hooks import KbDeriver, tool_call
+
+    if ev.source != "knowhub":
+        call = tool_call(ev)
+        if call is None or call[0] != "kb_submit":
+            return None
+    try:
+        derived = KbDeriver(kb_settings or KbSettings()).derive(ev)
+    except RejectedInput:
+        return None
+    for d in derived:
+        if isinstance(d, ExperienceSubmitted):
+            return d.dedup_key
+    return None

@@ -38,6 +38,9 @@ class Provenance:
     project: str | None = None
 
 
+_BAD_TOKEN = re.compile(r"[\s\]]")  # Python's str.isspace() set (re's \s on str patterns) and "]"
+
+
 def build_prefix(p: Provenance) -> str:
     """Build the prefix for ``p``: ``"[hm " + tokens + "] "`` in hive-mind's token order.
 
@@ -59,8 +62,7 @@ def build_prefix(p: Provenance) -> str:
     if p.project:
         tokens.append(f"project:{p.project}")
     for t in tokens:
-        value = t.split(":", 1)[1]
-        if not value or "]" in t or any(c.isspace() for c in t):
+        if t.endswith(":") or _BAD_TOKEN.search(t):
             raise ValueError(f"prefix token {t!r} is empty or contains ']' or whitespace")
     return "[hm " + " ".join(tokens) + "] "
 

@@ -2,10 +2,9 @@
 
 Topics (``<ns>`` is :attr:`streams.settings.Settings.topic_namespace`):
 
-* ``<ns>.hook-events``: the source of truth, keyed by session so a session stays ordered;
-  retention unlimited (``retention.ms=-1``) so the log can always be replayed.
-* ``<ns>.captures``: valid captures repartitioned by dedup key (the ``group_by`` step); the
-  dedup agent's input and the partitioning of its state table.
+* ``<ns>.hook-events``: the source of truth, keyed by the key group of a capture's body hash
+  (:mod:`streams.keying`; other events by session); the dedup agent's input and the partitioning
+  of its state table; retention unlimited (``retention.ms=-1``) so the log can always be replayed.
 * ``<ns>.frames`` (or a versioned ``<ns>.frames.<version>`` written by ``reprocess``): frame
   created / touched events keyed by dedup key; retention unlimited, it feeds the projector.
 * ``<ns>.dead-letter``: rejected records with the original bytes, source topic, partition,
@@ -14,7 +13,8 @@ Topics (``<ns>`` is :attr:`streams.settings.Settings.topic_namespace`):
 KnowHub (in :meth:`Topics.specs`, written by the same worker):
 
 * ``<ns>.experience-events``: KnowHub events derived from hook events (redacted), keyed by the
-  experience's dedup key (submissions, extractions), the experience id (reviews) or the session
+  key group of the experience's dedup key (submissions, extractions; as on ``hook-events``), the
+  experience id (reviews) or the session
   (telemetry, plugin hooks); retention unlimited, it feeds the KnowHub projector.
 * ``<ns>.kb-extract``: extraction requests (redacted chat payloads), keyed by request id.
 * ``<ns>.kb-dead-letter``: rejected kb calls and failed extractions (redacted).
@@ -61,14 +61,8 @@ class Topics:
 
     @property
     def hook_events(self) -> str:
-        """The source-of-truth topic of hook events (key: session scope)."""
+        """The source-of-truth topic of hook events (key: key group of a capture, else the session scope)."""
         return f"{self.namespace}.hook-events"
-
-    @property
-    def captures(self) -> str:
-        """Captures repartitioned by dedup key (key: dedup key)."""
-        suffix = f".{self.frames_version}" if self.frames_version else ""
-        return f"{self.namespace}.captures{suffix}"
 
     @property
     def frames(self) -> str:
@@ -123,7 +117,6 @@ class Topics:
         """Specs of the frames and KnowHub topics, ``partitions`` each (dead-letter topics: 1, they are low volume)."""
         return [
             TopicSpec(self.hook_events, partitions, dict(UNLIMITED)),
-            TopicSpec(self.captures, partitions, {"retention.ms": str(7 * 86_400_000)}),
             TopicSpec(self.frames, partitions, dict(UNLIMITED)),
             TopicSpec(self.dead_letter, 1, dict(UNLIMITED)),
             TopicSpec(self.experience_events, partitions, dict(UNLIMITED)),

@@ -23,7 +23,8 @@ from projections.sink import DuckSink
 from streams.deadletter import RejectedInput
 from streams.events import HookEvent
 from streams.importers.files import import_file
-from streams.topics import Topics, TopicSpec, ensure_topics
+from streams.keying import hook_event_key
+from streams.topics import Topics, ensure_topics
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -61,8 +62,8 @@ def corpus_events(corpus: Path, rounds: int = 1, shift_ms: int = 0) -> list[Hook
 
 
 def mixed_lines(events: list[HookEvent], bad: Iterable[bytes] = BAD_LINES, seed: int = 7) -> list[tuple[bytes, bytes]]:
-    """(key, value) records: the events as JSON keyed by session, with ``bad`` lines mixed in."""
-    recs = [(ev.session.encode(), ev.to_json()) for ev in events]
+    """(key, value) records: the events as JSON keyed as ``hivestream produce`` keys them, with ``bad`` lines mixed in."""
+    recs = [(hook_event_key(ev), ev.to_json()) for ev in events]
     rnd = random.Random(seed)
     for b in bad:
         recs.insert(rnd.randrange(len(recs) + 1), (b"bad", b))
@@ -75,11 +76,9 @@ def write_jsonl(path: Path, recs: list[tuple[bytes, bytes]]) -> Path:
     return path
 
 
-def create_topics(bootstrap: str, topics: Topics, partitions: int = 4, hook_partitions: int = 1) -> None:
-    """Create the namespace's topics; ``hook-events`` with ``hook_partitions`` partitions."""
-    specs = [TopicSpec(s.name, hook_partitions if s.name == topics.hook_events else s.partitions, s.config)
-             for s in topics.specs(partitions)]
-    ensure_topics(bootstrap, specs)
+def create_topics(bootstrap: str, topics: Topics, partitions: int = 4) -> None:
+    """Create the namespace's topics with ``partitions`` partitions each (dead-letter topics: 1)."""
+    ensure_topics(bootstrap, topics.specs(partitions))
 
 
 def produce(bootstrap: str, topic: str, recs: list[tuple[bytes, bytes]]) -> None:
@@ -157,51 +156,26 @@ def wait_until(pred: Callable[[], bool], timeout_s: float, what: str, every_s: f
         time.sleep(every_s)
 
 
-def _event_ids(bootstrap: str, topic: str, parse: Callable[[bytes], str]) -> set[str]:
-    """The ids ``parse`` reads from every record of ``topic``."""
-    c = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
-    try:
-        tps = [TopicPartition(topic, p) for p in sorted(c.partitions_for_topic(topic) or ())]
-        c.assign(tps)
-        c.seek_to_beginning(*tps)
-        ends = c.end_offsets(tps)
-        out: set[str] = set()
-        while any(c.position(tp) < ends[tp] for tp in tps):
-            for recs in c.poll(timeout_ms=1000).values():
-                out.update(parse(r.value) for r in recs if r.value)
-        return out
-    finally:
-        c.close()
+def worker_group(topics: Topics) -> str:
+    """The consumer group of the frames worker of ``topics`` (its faust app id)."""
+    return f"{topics.namespace}-dedup" + (f"-{topics.frames_version}" if topics.frames_version else "")
 
 
-def wait_worker_done(bootstrap: str, topics: Topics, timeout_s: float = 240, quiet_s: float = 15.0) -> None:
-    """Wait until the dedup app is done: its consumer group has committed everything of
-    hook-events and captures, or (faust sometimes stops advancing a restarted worker's committed
-    offsets although it has processed everything; see the README) its outputs have not grown for
-    ``quiet_s`` seconds and every capture on ``captures`` has its frame event on ``frames``."""
-    group = f"{topics.namespace}-dedup" + (f"-{topics.frames_version}" if topics.frames_version else "")
-    last: dict[str, Any] = {"sizes": None, "since": time.monotonic()}
+def wait_worker_done(bootstrap: str, topics: Topics, timeout_s: float = 300) -> None:
+    """Wait until the frames worker's consumer group has committed every record of hook-events.
+
+    Raises:
+        TimeoutError: when the group has not caught up after ``timeout_s`` seconds.
+    """
+    group = worker_group(topics)
 
     def done() -> bool:
         try:
-            if end_offset_sum(bootstrap, topics.captures) == 0:
-                return False
-            if group_lag(bootstrap, group, [topics.hook_events, topics.captures]) == 0:
-                return True
-            sizes = (end_offset_sum(bootstrap, topics.captures), end_offset_sum(bootstrap, topics.frames))
+            return end_offset_sum(bootstrap, topics.hook_events) > 0 and group_lag(bootstrap, group, [topics.hook_events]) == 0
         except KafkaError:  # the group coordinator is not ready yet on a fresh broker
             return False
-        now = time.monotonic()
-        if sizes != last["sizes"]:
-            last["sizes"], last["since"] = sizes, now
-            return False
-        if now - last["since"] < quiet_s:
-            return False
-        captured = _event_ids(bootstrap, topics.captures, lambda v: str(json.loads(v)["event_id"]))
-        framed = _event_ids(bootstrap, topics.frames, lambda v: str(json.loads(v)["capture"]["event_id"]))
-        return captured <= framed
 
-    wait_until(done, timeout_s, f"consumer group {group} to catch up", every_s=1.0)
+    wait_until(done, timeout_s, f"consumer group {group} to commit every hook-events record", every_s=1.0)
 
 
 def project_all(bootstrap: str, topics: Topics, db: Path) -> None:
@@ -222,7 +196,7 @@ def frame_tables(db: Path) -> dict[str, Any]:
         return {
             "frames": con.execute("SELECT frame_id, dedup_key, body_hash, content, source, session, event_type, created_at_ms, "
                                   "first_seen_ms, last_accessed_ms, access_count, sources FROM frames ORDER BY frame_id").fetchall(),
-            "captures": con.execute("SELECT event_id, frame_id, source, session, event_type, event_time_ms, is_duplicate "
+            "captures": con.execute("SELECT event_id, frame_id, source, session, event_type, event_time_ms, is_duplicate, is_late "
                                     "FROM frame_captures ORDER BY event_id").fetchall(),
         }
     finally:

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from streams.body_hash import KeyStrategy
-from streams.dedup import DedupCore
+from streams.dedup import DedupCore, group_of_key
 from tests.dedup_helpers import cap, fold, run
 
 GW = "[hm session:openclaw-gateway:c1 src:openclaw event:stop] "
@@ -67,15 +67,77 @@ def test_unbounded_window_keeps_state_forever() -> None:
     assert core.evict() == 0
 
 
-def test_eviction_by_event_time_watermark() -> None:
+def _same_group(body: str, n: int) -> list[str]:
+    """``n`` bodies (``body`` + a suffix) whose keys fall in the key group of ``body``."""
+    g = group_of_key(cap(body, 0, "q").key)
+    out, i = [], 0
+    while len(out) < n:
+        b = f"{body} {i}"
+        if group_of_key(cap(b, 0, "q").key) == g:
+            out.append(b)
+        i += 1
+    return out
+
+
+def test_eviction_by_the_key_groups_watermark() -> None:
+    x, y, z = _same_group("x", 3)
     core = DedupCore(1000, allowed_lateness_ms=500, sweep_every=0)
-    run(core, [cap("x", 0, "a"), cap("y", 1200, "b")])
-    assert core.watermark_ms == 700
-    assert core.evict() == 0  # x's window ends at 1000 > 700
-    run(core, [cap("z", 1600, "c")])  # watermark 1100
+    run(core, [cap(x, 0, "a"), cap(y, 1200, "b")])
+    g = group_of_key(cap(x, 0, "q").key)
+    assert core.watermark_ms(g) == 700
+    assert core.evict() == 0  # x's frame closes at 1000 >= 700
+    run(core, [cap(z, 1600, "c")])  # watermark 1100
     assert core.evict() == 1
-    assert set(core.state) == {cap("y", 0, "q").key, cap("z", 0, "q").key}
+    assert cap(x, 0, "q").key not in core.state
+    assert set(core.state) == {cap(y, 0, "q").key, cap(z, 0, "q").key}
     assert core.evict() == 0
+
+
+def test_a_capture_of_another_key_group_moves_no_watermark() -> None:
+    x = "body of group one"
+    other = next(f"other {i}" for i in range(1000) if group_of_key(cap(f"other {i}", 0, "q").key) != group_of_key(cap(x, 0, "q").key))
+    core = DedupCore(1000, allowed_lateness_ms=0, sweep_every=0)
+    evs = run(core, [cap(x, 0, "a"), cap(other, 10**9, "b"), cap(x, 900, "c")])
+    assert [e.kind for e in evs] == ["created", "created", "touched"]  # x's group never saw t = 10**9
+    assert not evs[2].late
+
+
+def test_a_late_capture_after_its_frame_closed_starts_a_frame_and_its_pair_joins_it() -> None:
+    x, y = _same_group("late body", 2)
+    core = DedupCore(1000, allowed_lateness_ms=100, sweep_every=0)
+    evs = run(core, [cap(x, 0, "a"), cap(y, 5000, "b"), cap(x, 300, "c"), cap(x, 650, "d")])
+    # the group's watermark is 4900 when "c" arrives: frame "a" (closes at 1000) is closed
+    assert [(e.kind, e.frame_id, e.late) for e in evs] == [("created", "a", False), ("created", "b", False),
+                                                            ("created", "c", True), ("touched", "c", True)]
+    # the late frame stays open for W of watermark progress: until the watermark passes 4900 + 1000
+    # (g is 1050 after b: a new frame; it moves the watermark to 5950 > 5900, so h finds c closed)
+    evs = run(core, [cap(y, 5950, "e"), cap(x, 700, "f"), cap(y, 6050, "g"), cap(x, 710, "h")])
+    assert [(e.kind, e.frame_id) for e in evs] == [("touched", "b"), ("touched", "c"), ("created", "g"), ("created", "h")]
+
+
+def test_a_capture_within_the_lateness_is_not_late() -> None:
+    core = DedupCore(1000, allowed_lateness_ms=500, sweep_every=0)
+    evs = run(core, [cap("x", 1000, "a"), cap("x", 600, "b"), cap("x", 400, "c")])
+    assert [(e.kind, e.late) for e in evs] == [("created", False), ("touched", False), ("touched", True)]
+
+
+def test_state_rebuilds_the_group_watermarks() -> None:
+    x, y = _same_group("restore", 2)
+    core = DedupCore(1000, allowed_lateness_ms=0, sweep_every=0)
+    run(core, [cap(x, 0, "a"), cap(y, 5000, "b")])
+    restored = DedupCore(1000, allowed_lateness_ms=0, sweep_every=0, state=dict(core.state))
+    assert restored.group_max == core.group_max
+    assert restored.process(cap(x, 10, "c")).kind == "created"  # frame "a" closed at 1000 < 5000
+
+
+def test_eviction_waits_for_the_committed_offset() -> None:
+    x, y = _same_group("gc", 2)
+    committed = {0: 0}
+    core = DedupCore(1000, allowed_lateness_ms=0, sweep_every=0, committed=lambda p: committed.get(p))
+    run(core, [cap(x, 0, "a", offset=0), cap(y, 9000, "b", offset=1)])
+    assert core.evict() == 0  # x's last capture (offset 0) could still be processed again
+    committed[0] = 1
+    assert core.evict() == 1
 
 
 def test_reprocessed_record_is_not_a_duplicate_of_itself() -> None:

@@ -1,63 +1,66 @@
-"""The faust agents in faust's test context with the memory store (no broker)."""
+"""The faust dedup agent in faust's test context with the memory store (no broker)."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
-from unittest.mock import AsyncMock
+from unittest.mock import AsyncMock, Mock
 
 import pytest
 
-from streams.codec import capture_to_json, frame_event_from_json
+from streams.codec import frame_event_from_json
+from streams.events import from_prefixed
 from streams.faust_app import create_app
+from streams.faust_base import run_before_commit
 from streams.settings import Settings
-from tests.dedup_helpers import cap
 
 
-def sent_values(mock: AsyncMock) -> list[Any]:
-    return [c.kwargs["value"] for c in mock.call_args_list]
+def sent(h: Any, topic: str) -> list[bytes]:
+    """Values the agent sent to ``topic`` through the producer."""
+    return [c.args[2] for c in h.app.producer.send.call_args_list if c.args[0] == topic]
 
 
 @pytest.fixture
 def h() -> Any:
     app = create_app(Settings(window_ms=60_000), store="memory://", partitions=2)
-    for ch in app.channels.values():
-        ch.send = AsyncMock()
+    app.app.producer.send = AsyncMock()
     return app
 
 
+def hook(content: str, t: int, eid: str) -> bytes:
+    return from_prefixed(content, event_time_ms=t, event_id=eid).to_json()
+
+
 async def test_dedup_agent_collapses_and_keeps_state_in_the_table(h: Any) -> None:
-    a = cap("[hm session:openclaw-gateway:c1 src:openclaw event:stop] BODY", 1000, "a")
-    b = cap("[hm session:s2 src:claude-code event:stop] BODY", 1300, "b")
+    a = hook("[hm session:openclaw-gateway:c1 src:openclaw event:stop] BODY", 1000, "a")
+    b = hook("[hm session:s2 src:claude-code event:stop] BODY", 1300, "b")
     async with h.dedup.test_context() as agent:
-        await agent.put(capture_to_json(a), key=a.key.encode(), partition=0)
-        await agent.put(capture_to_json(b), key=b.key.encode(), partition=0)
-        await agent.put(capture_to_json(a), key=a.key.encode(), partition=0)  # redelivered
-    out = [frame_event_from_json(v) for v in sent_values(h.channels["frames"].send)]
+        await agent.put(a, key=b"kg:1", partition=0)
+        await agent.put(b, key=b"kg:1", partition=0)
+        await agent.put(a, key=b"kg:1", partition=0)  # redelivered
+    out = [frame_event_from_json(v) for v in sent(h, h.topics.frames)]
     assert [(fe.kind, fe.frame_id, fe.capture.source) for fe in out] == [
         ("created", "a", "openclaw"), ("touched", "a", "claude-code"), ("created", "a", "openclaw")]
-    assert h.table[a.key][0][:3] == ["a", 1000, "a"]
+    (state,) = h.cores[0].state.values()
+    assert state["f"][0][:2] == ["a", 1000] and state["f"][0][4] == ["a", "b"]
+    # the changed key reaches the table's changelog right before a commit, once, with the state as JSON
+    h.table.send_changelog = Mock()
+    run_before_commit(h.app)
+    run_before_commit(h.app)
+    ((p, key, value),) = [c.args for c in h.table.send_changelog.call_args_list]
+    assert (p, json.loads(value)) == (0, state) and key in h.cores[0].state
 
 
-async def test_dedup_agent_dead_letters_a_bad_capture_record(h: Any) -> None:
-    async with h.dedup.test_context() as agent:
-        await agent.put(b"{not json", key=b"k", partition=1)
-        await agent.put(json.dumps({"schema_version": 9}).encode(), key=b"k", partition=1)
-    reasons = [json.loads(v)["reason"] for v in sent_values(h.channels["dead_letter"].send)]
-    assert reasons == ["malformed_json", "unknown_schema_version"]
-    assert h.channels["frames"].send.call_count == 0
-
-
-async def test_validate_agent_routes_captures_tool_events_and_bad_input(h: Any) -> None:
+async def test_dedup_agent_routes_tool_events_and_bad_input(h: Any) -> None:
     good = json.dumps({"hook_event_name": "Stop", "session_id": "s1", "last_assistant_message": "done", "ts": 5}).encode()
     tool = json.dumps({"hook_event_name": "PreToolUse", "session_id": "s1", "tool_name": "Bash", "ts": 6}).encode()
-    async with h.validate.test_context() as agent:
-        for v in (good, tool, b"\xff\xfe", b'{"content": "[hm src:x]  ", "timestamp": 7}'):
+    async with h.dedup.test_context() as agent:
+        for v in (good, tool, b"\xff\xfe", b'{"content": "[hm src:x]  ", "timestamp": 7}', b"{not json"):
             await agent.put(v, key=b"s1", partition=0)
-    caps = [json.loads(v) for v in sent_values(h.channels["captures"].send)]
-    assert [c["source"] for c in caps] == ["claude-code"]
-    reasons = [json.loads(v)["reason"] for v in sent_values(h.channels["dead_letter"].send)]
-    assert reasons == ["not_utf8", "empty_body"]
+    frames = [json.loads(v) for v in sent(h, h.topics.frames)]
+    assert [f["capture"]["source"] for f in frames] == ["claude-code"]
+    reasons = [json.loads(v)["reason"] for v in sent(h, h.topics.dead_letter)]
+    assert reasons == ["not_utf8", "empty_body", "malformed_json"]
 
 
 def test_an_unexpected_exception_is_dead_lettered_not_raised(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -78,6 +81,29 @@ def test_a_tombstone_is_dead_lettered_with_a_clear_reason() -> None:
 
     out = route_hook_record(None, Position("t", 0, 1, 0), Settings(), 1)
     assert out is not None and out.reason == "malformed_json" and "tombstone" in out.detail  # type: ignore[union-attr]
+
+
+def test_flow_control_resume_keeps_records_queued_while_flow_is_active() -> None:
+    """faust-streaming #596: a resume() while flow is already active must not clear the stream queues."""
+    import asyncio
+
+    from mode.utils.queues import FlowControlQueue
+
+    from streams.faust_base import KeepQueuedFlowControl
+
+    async def scenario() -> tuple[int, int]:
+        fc = KeepQueuedFlowControl()
+        q: FlowControlQueue[int] = FlowControlQueue(flow_control=fc, clear_on_resume=True)
+        fc.resume()  # recovery resumes flow to read the changelogs
+        q.put_nowait(1)  # a record fetched after the seek
+        fc.resume()  # recovery completed: resumes again
+        kept = q.qsize()
+        fc.suspend()
+        q.put_nowait(2)
+        fc.resume()  # a real suspend → resume transition still clears
+        return kept, q.qsize()
+
+    assert asyncio.run(scenario()) == (1, 0)
 
 
 def test_each_running_worker_claims_its_own_state_directory(tmp_path: Any) -> None:

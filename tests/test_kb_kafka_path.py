@@ -43,6 +43,22 @@ def reviews_for(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
     ]
 
 
+def settle_extractions(t: dict[str, list[tuple[Any, ...]]]) -> dict[str, list[tuple[Any, ...]]]:
+    """The tables with the one documented difference taken out: an experience extracted several times
+    enters the dedup when each extraction answers, so which extraction is its first writer depends on
+    the endpoint's answer order (README, KnowHub on Kafka). Its rows are replaced by (dedup key, status,
+    submissions, agents) and its submissions by (event id, dedup key, kind)."""
+    raced = {r[0]: r for r in t["experiences"] if r[2] == "extracted" and r[10] > 1}
+    out = dict(t)
+    out["experiences"] = [r for r in t["experiences"] if r[0] not in raced]
+    out["raced"] = sorted((r[1], r[6], r[10], tuple(sorted(r[9]))) for r in raced.values())
+    subs = t["experience_submissions"]
+    out["experience_submissions"] = [r for r in subs if r[1] not in raced] + sorted(
+        (r[0], r[2], r[3]) for r in subs if r[1] in raced)
+    out["experience_submissions"].sort(key=repr)
+    return out
+
+
 def cli(bootstrap: str, *args: str) -> str:
     env = {**os.environ, "KAFKA_BOOTSTRAP_SERVERS": bootstrap}
     r = subprocess.run([sys.executable, "-m", "hivestream", *args], cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=300)
@@ -72,7 +88,7 @@ def test_kb_kafka_path_equals_the_embedded_runner(kafka_bootstrap: str, tmp_path
     log = write_lines(tmp_path / "kb-hooks.jsonl", base + reviews_for(base))
     ns = unique_namespace("kb")
     t = Topics(ns)
-    create_topics(kafka_bootstrap, t, partitions=4, hook_partitions=1)
+    create_topics(kafka_bootstrap, t, partitions=4)
     with OpenAIStubServer(extractor_script) as server:
         settings = KbSettings(extraction_enabled=True, extraction_base_url=server.base_url, extraction_model="stub-model")
         with ChatClient(server.base_url, "stub-model") as client:
@@ -103,8 +119,10 @@ def test_kb_kafka_path_equals_the_embedded_runner(kafka_bootstrap: str, tmp_path
     assert want["experiences"] and want["kb_telemetry"] and want["experience_reviews"]
     assert any(r[2] == "extracted" for r in want["experiences"]) and any(r[6] == "quarantined" for r in want["experiences"])
     assert any(r[6] == "approved" for r in want["experiences"])
-    for name in ("experiences", "experience_submissions", "experience_redactions", "experience_reviews", "kb_telemetry"):
-        assert got[name] == want[name], name
+    g, w = settle_extractions(got), settle_extractions(want)
+    assert w["raced"], "the scenario extracts one experience several times"
+    for name in ("experiences", "experience_submissions", "experience_redactions", "experience_reviews", "kb_telemetry", "raced"):
+        assert g[name] == w[name], name
     # offsets differ, and the Kafka original is the serialised hook event `produce` wrote rather than the file's line
     assert sorted(r[1:4] for r in got["kb_dead_letters"]) == sorted(r[1:4] for r in want["kb_dead_letters"])
     # issue 11's cases came through every entry point on Kafka as they do embedded (also implied by the equal tables)
@@ -114,6 +132,6 @@ def test_kb_kafka_path_equals_the_embedded_runner(kafka_bootstrap: str, tmp_path
     cli(kafka_bootstrap, "kb", "project", "--db", str(again), "--namespace", ns, "--until-caught-up")
     assert tables(again) == got
     # strict mode: no sensitive substring on any topic or in the worker's log
-    for topic in (t.hook_events, t.captures, t.frames, t.dead_letter, t.experience_events, t.kb_extract, t.kb_dead_letter):
+    for topic in (t.hook_events, t.frames, t.dead_letter, t.experience_events, t.kb_extract, t.kb_dead_letter):
         assert leaks(topic_bytes(kafka_bootstrap, topic)) == [], topic
     assert leaks((tmp_path / "worker.log").read_bytes()) == []

@@ -53,7 +53,7 @@ def adapt_backend_hook(payload: dict[str, Any], event_time_ms: int, source: str)
     return HookEvent(
         event_id=stable_id(source, session_id, agent_id, name, event_time_ms, native_id, body),
         source=source,
-        event_type=_TYPE.get(name, kebab(name)),
+        event_type=_TYPE.get(name) or kebab(name),
         native_event=name,
         session=session,
         parent=parent,

@@ -185,9 +185,12 @@ def parse_kb_event(raw: bytes | str) -> KbEvent:
 
 
 def kb_key(ev: KbEvent) -> bytes:
-    """The ``experience-events`` record key: the dedup key of an experience, the experience id of a review, else the session."""
+    """The ``experience-events`` record key: the key group of an experience's dedup key (as on
+    ``hook-events``, :mod:`streams.keying`), the experience id of a review, else the session."""
     if isinstance(ev, ExperienceSubmitted | ExperienceExtracted):
-        return ev.dedup_key.encode()
+        from streams.keying import group_record_key, key_group
+
+        return group_record_key(key_group(ev.dedup_key))
     if isinstance(ev, ExperienceReviewed):
         return ev.experience_id.encode()
     return ev.session_key.encode()

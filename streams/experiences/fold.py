@@ -34,7 +34,11 @@ from streams.experiences.events import (
     KbReminderInjected,
     KbSearchPerformed,
 )
+from streams.state import TrackedState
 
+# Allowed lateness of the experience dedup: a submission up to a day behind the newest one of its key
+# group still joins an open experience (the frames' rule, DESIGN.md §3, with W = one day).
+KB_ALLOWED_LATENESS_MS = 86_400_000
 REMIND_EVERY = 3  # seed: the plugin reminds on every 3rd before_prompt_build of a session
 
 
@@ -60,6 +64,7 @@ class KbBatch:
     dead_letters: list[DeadLetter] = field(default_factory=list)
     touched: set[str] = field(default_factory=set)
     hooks: list[str] = field(default_factory=list)
+    state_changes: tuple[dict[str, Any], list[str]] = field(default_factory=lambda: ({}, []))
 
 
 class KbFold:
@@ -67,14 +72,16 @@ class KbFold:
 
     Args:
         window_ms: experience dedup window W (ms), ``None`` = unbounded.
-        state: dedup state (key → live experiences), e.g. loaded from the projection.
+        state: dedup state (:class:`~streams.dedup.DedupCore` entries), as loaded from the projection;
+            the fold keeps its own copy and hands its changes out with each :meth:`drain`.
         counters: session key → ``before_prompt_build`` calls since its last ``agent_end``.
         seen_hooks: ids of the plugin-hook markers counted before.
     """
 
     def __init__(self, window_ms: int | None, state: MutableMapping[str, Any] | None = None, counters: dict[str, int] | None = None,
                  seen_hooks: set[str] | None = None) -> None:
-        self.core = DedupCore(window_ms, allowed_lateness_ms=0, state=state, sweep_every=0)
+        self.state = TrackedState(dict(state or {}))
+        self.core = DedupCore(window_ms, allowed_lateness_ms=KB_ALLOWED_LATENESS_MS, state=self.state, sweep_every=1000)
         self.counters: dict[str, int] = {} if counters is None else counters
         self._seen_hooks: set[str] = set() if seen_hooks is None else seen_hooks
         self._batch = KbBatch()
@@ -132,6 +139,7 @@ class KbFold:
     def drain(self) -> KbBatch:
         """The rows since the last call."""
         b, self._batch = self._batch, KbBatch()
+        b.state_changes = self.state.drain()
         return b
 
 

@@ -106,7 +106,7 @@ class ExtractionRequest:
 Derived = KbEvent | ExtractionRequest
 
 
-def _tool_call(ev: HookEvent) -> tuple[str, Any, Any, str] | None:
+def tool_call(ev: HookEvent) -> tuple[str, Any, Any, str] | None:
     """(kb tool, arguments, result, agent id) of a successful kb tool call, else None."""
     raw = ev.raw or {}
     if ev.native_event == "after_tool_call":
@@ -194,7 +194,7 @@ class KbDeriver:
                 return out
             chat = build_messages([m for m in messages if isinstance(m, dict)], redactor=lambda s: redact(s, mode).text)
             return [*out, ExtractionRequest(ev.event_id, ev.event_time_ms, agent, session_key, chat)]
-        call = _tool_call(ev)
+        call = tool_call(ev)
         if call is None:
             return []
         tool, args_raw, result, call_agent = call

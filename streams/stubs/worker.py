@@ -18,7 +18,7 @@ import faust
 
 from streams.clock import wall_clock_ms
 from streams.deadletter import DeadLetter
-from streams.faust_app import changelog_specs, make_faust_app
+from streams.faust_base import changelog_specs, make_faust_app
 from streams.settings import Settings
 from streams.steps import Position
 from streams.stubs.partition_step import Emit, StubPartitionStep
