@@ -109,9 +109,13 @@ def extraction_lines() -> list[dict[str, Any]]:
 
 def extractor_script(request: Any) -> Any:
     """The local extractor's answers: deterministic from the transcript, so both paths get the same."""
+    from tests.kb_hardening_lines import extractor_items
     from tests.openai_stub_server import Reply
 
-    text = json.dumps(request.json()["messages"])
+    text = json.dumps(request.json()["messages"], ensure_ascii=False)
+    hardening = extractor_items(text)
+    if hardening is not None:
+        return Reply.items(hardening)
     if "MALFORMED" in text:
         return Reply.completion("this is not JSON")
     return Reply.items([

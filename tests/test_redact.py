@@ -25,6 +25,7 @@ from streams.experiences.redact import (
     redact,
     redact_fields,
 )
+from tests.kb_hardening import CARD_NEGATIVES, CARDS, NAMED_SECRETS, REDACTION_CLASSES
 
 _ALNUM = string.ascii_letters + string.digits
 _UPPER_DIGITS = string.ascii_uppercase + string.digits
@@ -576,6 +577,13 @@ NEGATIVES: list[str] = [
 ]
 
 
+# --- issue 11: secrets named by their context and payment card numbers (tests/kb_hardening.py) ---
+HARDENING_CASES: list[Case] = [Case(c.id, c.text, c.secrets, dict(c.counts)) for pos, _neg in REDACTION_CLASSES.values() for c in pos]
+HARDENING_NEGATIVES: list[str] = [text for _pos, neg in REDACTION_CLASSES.values() for text in neg]
+CASES += HARDENING_CASES
+NEGATIVES += HARDENING_NEGATIVES
+
+
 def _ids(cases: list[Case]) -> list[str]:
     return [c.id for c in cases]
 
@@ -715,6 +723,13 @@ _FRAGMENTS: list[str] = sorted(
         "AIza",
         "eyJ",
         "hooks.slack.com/services/",
+        "the password is ",
+        "secret ",
+        "api key: ",
+        '"API Key": "',
+        "4242 4242 4242 4242",
+        "5555-5555-5555-4444",
+        "4111111111111111",
         " ",
         "\n",
     }
@@ -747,3 +762,48 @@ def test_concatenated_cases_count_additively(cases: list[Case], sep: str) -> Non
     for c in cases:
         for secret in c.secrets:
             assert secret not in result.text
+
+
+# --- issue 11 ----------------------------------------------------------------------------------
+
+
+def _luhn_ok(digits: str) -> bool:
+    """Luhn written out the long way (independent of the module's helper)."""
+    doubled = [int(d) * (2 if i % 2 else 1) for i, d in enumerate(reversed(digits))]
+    return sum(d // 10 + d % 10 for d in doubled) % 10 == 0
+
+
+def test_each_new_class_has_ten_positives_and_ten_negatives_with_its_own_kind() -> None:
+    for kind, (pos, neg) in REDACTION_CLASSES.items():
+        assert len(neg) >= 10, kind
+        assert sum(c.counts.get(kind, 0) > 0 for c in pos) >= 10, kind
+
+
+@pytest.mark.parametrize("text", CARD_NEGATIVES)
+def test_card_negatives_are_luhn_failing_or_outside_the_card_ranges(text: str) -> None:
+    """The digit runs of the card negatives that look like a card (13-19 digits, first digit 2-6,
+    standing alone) fail the Luhn check: what the issue asks to keep."""
+    import re
+
+    for run in re.findall(r"(?<![\w.-])\d{4}(?:[ -]\d{3,6}){2,4}(?![\w.])|(?<![\w.-])\d{13,19}(?![\w.])", text):
+        digits = re.sub(r"\D", "", run)
+        if 13 <= len(digits) <= 19 and digits[0] in "23456":
+            assert not _luhn_ok(digits), run
+    assert redact(text).counts.get("card_number", 0) == 0
+
+
+def test_card_positives_pass_luhn_and_redaction_keeps_the_sentence() -> None:
+    for c in CARDS:
+        for s in c.secrets:
+            digits = "".join(ch for ch in s if ch.isdigit())
+            assert len(digits) < 13 or _luhn_ok(digits), s
+    assert redact("Stripe test card 4242 4242 4242 4242 worked.").text == "Stripe test card [REDACTED:card_number] worked."
+    assert redact("Ticket 4242 4242 4242 4241 worked.").counts == {}
+
+
+def test_named_secret_keeps_the_name_and_replaces_only_the_value() -> None:
+    c = next(c for c in NAMED_SECRETS if c.id == "password-for-is")
+    assert redact(c.text).text == "The password for the staging database is [REDACTED:named_secret]; changed it after the demo."
+    assert redact("rotate the secret monthly").text == "rotate the secret monthly"
+    assert redact("the secret is hunter2x").counts == {"named_secret": 1}
+    assert redact("the secret is v2-2024-final").counts == {}  # no 6+-character piece mixing letters and digits, no upper case

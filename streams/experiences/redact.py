@@ -12,19 +12,23 @@ replaced ``/Users/<name>``, e-mail addresses, ``ddd-ddd-dddd`` phone numbers and
 providers' documented token formats (see :class:`PiiKind`).
 
 Rules run in a fixed order, most specific first: private key blocks, then provider tokens,
-then generic credentials (``Bearer``, ``Authorization``, URL user info, ``NAME_TOKEN=value``),
-then home paths, e-mail addresses and, last, phone numbers — so that the digits inside a key
+then generic credentials (``Bearer``, ``Authorization``, URL user info, ``NAME_TOKEN=value``,
+then a credential named in prose), then home paths, e-mail addresses, card numbers and, last,
+phone numbers — so that the digits inside a key
 are never read as a phone number. A placeholder is never matched by any rule, and a pass is
 repeated until it replaces nothing, which makes the result a fixed point (a replacement can
 change a neighbour's context, e.g. ``alice@example.com/home/bob``).
 
 Deliberately not detected (precision over recall, or out of scope): personal names, postal
-addresses, IP addresses, IBANs / card / social-security numbers; ``~user`` paths and shell
+addresses, IP addresses, IBANs / social-security numbers, card numbers outside the 2–6 IIN
+ranges or failing the Luhn check, a number that is a card's by chance (a 13–19-digit id starting
+with 2–6 that passes Luhn, one in ten of them, is replaced); ``~user`` paths and shell
 prompts (``alice@laptop:~$``, no TLD); phone numbers without separators (``4155550134``) or
 without a trunk ``0`` outside North America (``612 34 56 78``) or with an ``00`` international
 prefix; percent-encoded or obfuscated e-mail addresses; credentials without a known prefix or a
-credential-like name (``--password hunter2``, ``curl -u user:pw``), digit-free or letter-free
-assigned values, assigned values longer than 4096 characters, and ``Bearer`` tokens without a
+credential-like name (``curl -u user:pw``; ``--password hunter2`` is kept only because the value
+is short), named values that do not read as random (``password is hunter``, ``the secret is
+v2-2024-final``), digit-free or letter-free assigned values, assigned values longer than 4096 characters, and ``Bearer`` tokens without a
 digit. Known over-redaction: any ``/Users/<x>`` or ``/home/<x>`` path root (also in docs),
 ``123 456 7890``-shaped number runs, ``01 02 03 04 05``-shaped runs, example credentials in docs.
 """
@@ -37,6 +41,15 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Final
+
+from streams.experiences.redact_checks import (
+    accept_card,
+    accept_email,
+    accept_international,
+    accept_named_secret,
+    accept_national,
+    accept_secret,
+)
 
 __all__ = [
     "PLACEHOLDER_RE",
@@ -100,6 +113,20 @@ class PiiKind(StrEnum):
       ``SIGNING_KEY`` or ``AUTH_KEY`` (any case), when the value has 8–4096 characters mixing
       letters and digits and is not a variable reference (``$X``, ``${X}``, ``<X>``), a path, or
       (unquoted after `` = ``) a dotted / underscored code identifier.
+    * ``named_secret``: a credential introduced by its name in prose or in an assignment the
+      ``secret`` rule does not read: ``secret``, ``password``, ``passwd``, ``passphrase``, ``api
+      key``, ``access key``, ``token``, ``access / auth / refresh token``, ``client secret``,
+      ``secret access key`` … followed by nothing, ``is``, ``was``, ``to``, ``set to``, ``:`` or
+      ``=`` (``the password for staging is X``, ``AWS secret X``, ``"api key": "X"``), when the
+      value reads as a credential (:func:`~streams.experiences.redact_checks.credential_like`:
+      8–256 characters with letters and digits and either a 6+-character piece mixing them or
+      upper case, lower case and digits; not a version, date, path or ``snake_case`` / dotted
+      identifier). So "rotate the secret monthly" and "token limit 4096" are kept.
+    * ``card_number``: a payment card number: 13–19 digits, unseparated or in groups of 3–6
+      separated by one kind of separator (space or dash), starting with 2–6 (the networks' IIN
+      ranges: Mastercard 2/5, Amex/Diners/JCB 3, Visa 4, Discover/UnionPay/Maestro 6), passing the
+      Luhn check and not part of a longer number, identifier or decimal. ISO 7812; so a ticket id
+      or a millisecond timestamp (they start with 1, or fail Luhn) is kept.
     * ``private_key``: a ``-----BEGIN ... PRIVATE KEY-----`` block through its ``-----END ...``
       line (RSA, EC, DSA, OPENSSH, ENCRYPTED, PGP ``... PRIVATE KEY BLOCK``).
     """
@@ -122,6 +149,8 @@ class PiiKind(StrEnum):
     AUTH_HEADER = "auth_header"
     URL_CREDENTIALS = "url_credentials"
     SECRET = "secret"
+    NAMED_SECRET = "named_secret"
+    CARD_NUMBER = "card_number"
     PRIVATE_KEY = "private_key"
 
 
@@ -197,48 +226,11 @@ _SECRET_NAME: Final = (
 # An identifier ending in a secret name, an optional closing quote, then ":" or "=".
 _SECRET_ASSIGN: Final = rf"[A-Za-z0-9_.\-]*?{_SECRET_NAME}\\?[\"']?(?P<sep>\s*[:=]\s*)"
 
-
-_SIGNED_DATE: Final = re.compile(r"\+\d{4,6}-\d{2}-\d{2}(?!\d)")
-_ZIP4: Final = re.compile(r"\d{5}-\d{4}")
-# A value that reads as code (``secret_key = s3_example``, ``token = self.token2``).
-_CODE_VALUE: Final = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")
-
-
-def _digits(m: re.Match[str]) -> int:
-    return sum(ch.isdigit() for ch in m.group(0))
-
-
-def _accept_international(m: re.Match[str]) -> bool:
-    """E.164 allows at most 15 digits; 8 is the shortest realistic international number. A
-    dot-separated number needs 3+ groups, so ``+37.774929`` (a coordinate) is not a phone, and
-    ``+1980-02-29`` (an ISO 8601 expanded year) is a date."""
-    n = _digits(m)
-    if not 8 <= n <= 15 or _SIGNED_DATE.match(m.group(0)):
-        return False
-    groups = re.findall(r"\d+", m.group(0))
-    return not ("." in m.group(0) and len(groups) < 3)
-
-
-def _accept_national(m: re.Match[str]) -> bool:
-    """European national numbers with the trunk ``0`` have 9–13 digits (dates have 8); a US
-    ZIP+4 code (``02110-1301``) is not a phone."""
-    return 9 <= _digits(m) <= 13 and not _ZIP4.fullmatch(m.group(0))
-
-
-def _accept_secret(m: re.Match[str]) -> bool:
-    """An assigned credential mixes letters and digits (``token: string``, ``password=hunter``
-    are code or prose); an unquoted dotted / underscored identifier after `` = `` is code."""
-    value = m.group("secret")
-    if not (any(ch.isdigit() for ch in value) and any(ch.isalpha() for ch in value)):
-        return False
-    code_like = m.group("sep") != m.group("sep").strip() and "q" not in m.groupdict() and ("_" in value or "." in value)
-    return not (code_like and _CODE_VALUE.fullmatch(value))
-
-
-def _accept_email(m: re.Match[str]) -> bool:
-    """``git@host`` is an SSH remote, not a personal address."""
-    return m.group("local").lower() != "git"
-
+# The names that introduce a credential in prose (``named_secret``).
+_NAMED: Final = (
+    r"(?i:(?:aws[ _-]?)?secret(?:[ _-]access)?(?:[ _-]key)?|client[ _-]secret|password|passwd|passphrase|pass phrase"
+    r"|api[ _-]?key|access[ _-]key|(?:access|auth|refresh|bearer|api|session)[ _-]token|token)"
+)
 
 _RULES: Final[tuple[_Rule, ...]] = (
     # Private key blocks first: nothing inside them is read by a later rule.
@@ -285,7 +277,7 @@ _RULES: Final[tuple[_Rule, ...]] = (
             rf"(?<![A-Za-z0-9_.\-]){_SECRET_ASSIGN}\\?(?P<q>[\"'`])"
             r"(?P<secret>(?![$%<{*/~.\[])[^\r\n\"'`\\]{8,4096}+)\\?(?P=q)"
         ),
-        _accept_secret,
+        accept_secret,
     ),
     # NAME=value (.env, shell, ini, YAML, query strings): the value up to a delimiter.
     _Rule(
@@ -294,7 +286,20 @@ _RULES: Final[tuple[_Rule, ...]] = (
             rf"(?<![A-Za-z0-9_.\-]){_SECRET_ASSIGN}"
             r"(?P<secret>(?![$%<{*/~.\[\"'`])[^\s\"'`,;&()\[\]{}<>\\]{8,4096}+)(?=[\s\"'`,;&\\]|$)"
         ),
-        _accept_secret,
+        accept_secret,
+    ),
+    # A credential introduced by its name (prose, spaced names, JSON keys): after the assignment
+    # rules, so ``NAME=value`` keeps its ``secret`` kind; the value must read as a credential.
+    _Rule(
+        PiiKind.NAMED_SECRET,
+        re.compile(
+            rf"(?<![A-Za-z0-9_.\-]){_NAMED}(?![A-Za-z0-9])\\?[\"']?"
+            r"(?:\s+(?:for|of|on|in)\s+(?:the\s+|our\s+|my\s+|this\s+)?[\w.@\-]+(?:\s+[\w.@\-]+)?\s*(?:[:=]|\s(?:is|was))"
+            r"|\s*[:=]|\s+(?i:is|was|set to|changed to|to|of|is now|value)\s*[:=]?|)"
+            r"\s*\\?(?P<q>[\"'`]?)(?P<secret>(?![$%<{*/~.\[])[A-Za-z0-9+/=_\-.~!@#%^&*]{8,256}?)\\?(?P=q)"
+            r"(?=[\s\"'`,;)\]}]|[.!?:](?:\s|$)|$)"
+        ),
+        accept_named_secret,
     ),
     # Home directories: only the user-name segment is replaced, the path keeps its structure.
     _Rule(PiiKind.HOME_USER, re.compile(rf"{_PATH_ROOT}\\?/(?:Users|home)\\?/{_NOT_A_USER}(?P<secret>{_USER})")),
@@ -309,13 +314,19 @@ _RULES: Final[tuple[_Rule, ...]] = (
             r"(?<![A-Za-z0-9._%+\-])(?P<local>[A-Za-z0-9._%+\-]+)@(?!\d+x\.)"
             r"[A-Za-z0-9](?:[A-Za-z0-9\-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9\-]*[A-Za-z0-9])?)*\.[A-Za-z]{2,}(?![A-Za-z0-9\-])"
         ),
-        _accept_email,
+        accept_email,
+    ),
+    # Payment cards before phones (a card's digit groups would read as a phone number).
+    _Rule(
+        PiiKind.CARD_NUMBER,
+        re.compile(r"(?<![\w.,+\-/])(?<!\d:)(?:[2-6]\d{12,18}|[2-6]\d{3}(?P<s>[ \-])\d{3,6}(?:(?P=s)\d{3,6}){1,3})(?![\w\-/]|[.,:]\d)"),
+        accept_card,
     ),
     # Phones last. International: "+" and a country code, then digit groups.
     _Rule(
         PiiKind.PHONE,
         re.compile(r"(?<![\w+])(?<!\d:)\+[1-9]\d{0,2}(?:[ .\-]?\(\d{1,4}\))?[ .\-]?\d+(?:[ .\-]\d+){0,6}(?!\w)(?![.\-:]\d)"),
-        _accept_international,
+        accept_international,
     ),
     # North American: (415) 555-0134, 415-555-0134, 415.555.0134, 415 555 0134, 1-800-555-0199.
     _Rule(
@@ -330,7 +341,7 @@ _RULES: Final[tuple[_Rule, ...]] = (
             r"(?<![\w.+/\-])(?<!\d[ ./:\-])(?:\(0[1-9]\d{0,3}\) ?|0[1-9]\d{0,3}[ ./\-])\d{2,8}(?:(?P<s>[ .\-])\d{2,8}(?:(?P=s)\d{2,8}){0,2})?"
             r"(?!\w)(?![ ./\-]\d{2})(?!:\d)"
         ),
-        _accept_national,
+        accept_national,
     ),
 )
 
