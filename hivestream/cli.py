@@ -19,7 +19,8 @@ from hivestream.kafka_opts import BootstrapOpt, NamespaceOpt, PartitionsOpt, kaf
 from hivestream.kb_cli import kb_app
 from hivestream.runner import RunReport, run_files
 from hivestream.stubs_cli import stubs_app
-from projections.queries import QUERIES, open_for_reading, run_query
+from projections.analytics import ANALYTICS_QUERIES, MEMORY_QUERIES
+from projections.queries import QUERIES, NamedQuery, open_for_reading, run_query
 from projections.sink import MetaMismatch
 from streams.body_hash import KeyStrategy
 from streams.settings import Settings
@@ -32,6 +33,9 @@ out = Console(width=max(100, Console().width))
 err = Console(stderr=True)
 
 SAMPLES = Path(__file__).parent / "samples"
+
+ALL_QUERIES: dict[str, NamedQuery] = {**QUERIES, **ANALYTICS_QUERIES, **MEMORY_QUERIES}
+"""Every query ``hivestream query`` answers: the frame queries, the frame analytics, the memory tool calls."""
 
 
 class OutputFormat(StrEnum):
@@ -160,10 +164,10 @@ def query(
 ) -> None:
     """Run a named analytics query on a projection file."""
     if list_ or name is None:
-        out.print(table("named queries", ["name", "answers"], [(q.name, q.description) for q in QUERIES.values()]))
+        out.print(table("named queries", ["name", "answers"], [(q.name, q.description) for q in ALL_QUERIES.values()]))
         return
-    if name not in QUERIES:
-        err.print(f"[red]error:[/] unknown query {name!r}; known: {', '.join(sorted(QUERIES))}")
+    if name not in ALL_QUERIES:
+        err.print(f"[red]error:[/] unknown query {name!r}; known: {', '.join(sorted(ALL_QUERIES))}")
         raise typer.Exit(2)
     try:
         con, freshness = open_for_reading(db)
@@ -171,7 +175,7 @@ def query(
         err.print(f"[red]error:[/] {e}")
         raise typer.Exit(2) from e
     try:
-        cols, rows = run_query(con, name)
+        cols, rows = run_query(con, name, ALL_QUERIES)
     except duckdb.Error as e:
         err.print(f"[red]error:[/] {db} is not a hivestream projection ({type(e).__name__}: {e})")
         raise typer.Exit(2) from e
@@ -188,7 +192,7 @@ def query(
         w.writerow(cols)
         w.writerows(rows)
     else:
-        out.print(table(f"{name}: {QUERIES[name].description}", cols, rows))
+        out.print(table(f"{name}: {ALL_QUERIES[name].description}", cols, rows))
 
 
 def main() -> None:
