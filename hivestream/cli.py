@@ -153,6 +153,50 @@ def demo(
               + ", ".join(p.name for p in samples))
     report = run_files(samples, db, gateway=True)
     print_report(report)
+    page = write_report_files(db, None, None, db.with_name(db.stem + "-report.html"))
+    out.print(f"[bold]report[/]: {page.resolve()}  (one HTML file, opens offline)")
+
+
+def write_report_files(db: Path, kb_db: Path | None, stubs_db: Path | None, out_path: Path) -> Path:
+    """Open the projection files read-only (or their snapshots) and write the report to ``out_path``.
+
+    Raises:
+        FileNotFoundError: a file (and its snapshot) is missing; duckdb.Error, OSError.
+    """
+    from hivestream.report import Sources, write_report
+    from streams.clock import wall_clock_ms
+
+    opened: list[duckdb.DuckDBPyConnection] = []
+    fresh: list[str] = []
+    try:
+        for path in (db, kb_db, stubs_db):
+            if path is not None:
+                con, note = open_for_reading(path)
+                opened.append(con)
+                fresh.append(note)
+        main = opened[0]
+        kb = opened[1] if kb_db is not None else main
+        stubs = opened[-1] if stubs_db is not None else main
+        return write_report(Sources(main, kb, stubs, fresh), out_path, generated_at_ms=wall_clock_ms())
+    finally:
+        for con in opened:
+            con.close()
+
+
+@app.command()
+def report(
+    db: Annotated[Path, typer.Option("--db", help="frames projection (embedded file, Kafka-path file or its snapshot)")] = Path("hivestream.duckdb"),
+    kb_db: Annotated[Path | None, typer.Option("--kb-db", help="KnowHub projection (default: the --db file)")] = None,
+    stubs_db: Annotated[Path | None, typer.Option("--stubs-db", help="memory-stub projection (default: the --db file)")] = None,
+    out_path: Annotated[Path, typer.Option("--out", help="HTML file to write")] = Path("report.html"),
+) -> None:
+    """Write one self-contained HTML report (charts, opens offline) of the projection files."""
+    try:
+        page = write_report_files(db, kb_db, stubs_db, out_path)
+    except FileNotFoundError as e:
+        err.print(f"[red]error:[/] {e}")
+        raise typer.Exit(2) from e
+    out.print(f"report written: {page.resolve()}")
 
 
 @app.command()
