@@ -14,6 +14,7 @@ import shutil
 import subprocess
 import tempfile
 import time
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -56,7 +57,8 @@ class Browser:
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         self.events: list[dict[str, Any]] = []
         self._id = 0
-        self.ws = self._connect()
+        self._stack = ExitStack()
+        self.ws = self._stack.enter_context(self._connect())
         target = self.call("Target.createTarget", {"url": "about:blank"})["targetId"]
         self.session = self.call("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
         self.call("Emulation.setDeviceMetricsOverride", {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False},
@@ -105,6 +107,7 @@ class Browser:
     def open(self, url: str) -> None:
         """Enable Network and Page, then navigate to ``url`` and wait for its load event."""
         self.call("Network.enable", page=True)
+        self.call("Runtime.enable", page=True)
         self.call("Page.enable", page=True)
         self.call("Page.navigate", {"url": url}, page=True)
         deadline = time.monotonic() + self.timeout_s
@@ -128,6 +131,11 @@ class Browser:
         """Every URL the page requested so far (``Network.requestWillBeSent``), the page itself included."""
         return [e["params"]["request"]["url"] for e in self.events if e.get("method") == "Network.requestWillBeSent"]
 
+    def exceptions(self) -> list[str]:
+        """Uncaught JavaScript exceptions the page threw so far (``Runtime.exceptionThrown``)."""
+        return [str(e["params"]["exceptionDetails"].get("exception", {}).get("description") or e["params"]["exceptionDetails"].get("text"))
+                for e in self.events if e.get("method") == "Runtime.exceptionThrown"]
+
     def screenshot(self, clip: dict[str, float] | None = None) -> bytes:
         """A PNG of ``clip`` (x, y, width, height in CSS pixels of the page) or of the whole page."""
         if clip is None:
@@ -139,7 +147,7 @@ class Browser:
     def close(self) -> None:
         """Stop the browser and remove its profile."""
         try:
-            self.ws.close()
+            self._stack.close()
         finally:
             self.proc.terminate()
             try:
