@@ -153,6 +153,11 @@ def demo(
               + ", ".join(p.name for p in samples))
     report = run_files(samples, db, gateway=True)
     print_report(report)
+    from hivestream.kb_runner import run_kb_files
+
+    kb = run_kb_files([SAMPLES / "demo-memory-tools.jsonl"], db)  # the KnowHub calls among the tool calls, same file
+    kinds = ", ".join(f"{n} {k}" for k, n in sorted(kb.events.items()))
+    out.print(f"[bold]KnowHub[/] (the sample's kb calls, same file): {kinds}")
     page = write_report_files(db, None, None, db.with_name(db.stem + "-report.html"))
     out.print(f"[bold]report[/]: {page.resolve()}  (one HTML file, opens offline)")
 

@@ -95,10 +95,10 @@ def test_demo_ends_by_writing_the_report(tmp_path: Path) -> None:
     page_path = tmp_path / "demo-report.html"
     assert page_path.exists() and str(page_path.resolve()) in res.output.replace("\n", "")
     st = states(page_path.read_text())
-    # the demo has frames, duplicates, a one-sided turn, memory tool calls and dead letters; no stubs or KnowHub file
+    # the demo has frames, duplicates, a one-sided turn, memory tool calls, KnowHub submissions and dead letters; no stubs
     assert {k for k, v in st.items() if v == "plot"} == {"captures-per-day", "duplicate-share", "capture-lag", "window-whatif",
-                                                         "one-sided-turns", "memory-reads-writes", "dead-letters"}
-    assert {k for k, v in st.items() if v == "empty"} == {"stub-hit-rate", "stub-similarity", "kb-funnel"}
+                                                         "one-sided-turns", "memory-reads-writes", "kb-funnel", "dead-letters"}
+    assert {k for k, v in st.items() if v == "empty"} == {"stub-hit-rate", "stub-similarity"}
 
 
 def test_kafka_path_file_read_from_its_snapshot_while_the_writer_holds_it(tmp_path: Path) -> None:
