@@ -9,12 +9,28 @@ re-reads those events on the next run and the re-insert is a no-op, so nothing i
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 
 import duckdb
 
 from streams.events import HookEvent
-from streams.memory_tools import DEFAULT_RULES, MemoryToolCall, ToolRule, memory_call
+from streams.memory_tools import DEFAULT_RULES, MemoryToolCall, ToolRule, memory_call, rules_from_json
+
+RULES_ENV = "HIVESTREAM_MEMORY_TOOL_RULES"
+"""A JSON file of extra rules (see :func:`streams.memory_tools.rules_from_json`), tried before the defaults."""
+
+
+def configured_rules() -> list[ToolRule]:
+    """The rules from ``$HIVESTREAM_MEMORY_TOOL_RULES`` (when set) followed by the defaults.
+
+    Raises:
+        ValueError: the file is not a valid rule list; OSError: it cannot be read.
+    """
+    path = os.environ.get(RULES_ENV)
+    extra = rules_from_json(Path(path).read_text(encoding="utf-8")) if path else []
+    return [*extra, *DEFAULT_RULES]
 
 MEMORY_DDL = [
     """CREATE TABLE IF NOT EXISTS memory_tool_calls (
@@ -59,12 +75,15 @@ class MemoryCallPass:
 
     Args:
         con: the open projection connection (the runner's sink connection); the table is created.
-        rules: the tool-name classification table.
+        rules: the tool-name classification table (default: :func:`configured_rules`).
+
+    Raises:
+        ValueError, OSError: from :func:`configured_rules`.
     """
 
-    def __init__(self, con: duckdb.DuckDBPyConnection, rules: Sequence[ToolRule] = DEFAULT_RULES) -> None:
+    def __init__(self, con: duckdb.DuckDBPyConnection, rules: Sequence[ToolRule] | None = None) -> None:
         self.con = con
-        self.rules = rules
+        self.rules = configured_rules() if rules is None else rules
         self.pending: list[MemoryToolCall] = []
         self.written = 0
         ensure_memory_schema(con)

@@ -104,6 +104,28 @@ DEFAULT_RULES: tuple[ToolRule, ...] = tuple(
 )
 
 
+def rules_from_json(text: str) -> list[ToolRule]:
+    """Rules from JSON: a list of ``{"name": glob, "op": "read"|"write", "system": str, "server": glob (optional)}``.
+
+    Raises:
+        ValueError: not such a list (the message names the first bad entry).
+    """
+    try:
+        items = json.loads(text)
+    except (ValueError, RecursionError) as e:
+        raise ValueError(f"memory tool rules: not JSON ({e})") from None
+    if not isinstance(items, list):
+        raise ValueError("memory tool rules: expected a JSON list of objects")
+    out: list[ToolRule] = []
+    for i, d in enumerate(items):
+        ok = (isinstance(d, dict) and isinstance(d.get("name"), str) and d["name"] and d.get("op") in ("read", "write")
+              and isinstance(d.get("system"), str) and isinstance(d.get("server", "*"), str))
+        if not ok:
+            raise ValueError(f"memory tool rules: entry {i} needs name, op (read|write), system and optionally server: {d!r}"[:300])
+        out.append(ToolRule(d["name"].lower().replace("-", "_"), d["op"], d["system"], d.get("server", "*").lower()))
+    return out
+
+
 def split_tool_name(name: str) -> tuple[str, str]:
     """``(server, base)`` of a tool name, both lower case, ``-`` → ``_`` in the base.
 

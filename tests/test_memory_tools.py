@@ -210,3 +210,19 @@ def test_the_pass_writes_nothing_for_other_events(tmp_path: Path) -> None:
     p.flush()
     assert p.written == 1 and con.execute("SELECT op, results FROM memory_tool_calls").fetchall() == [("read", 0)]
     con.close()
+
+
+def test_rules_from_a_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from projections.memory_calls import RULES_ENV, configured_rules
+    from streams.memory_tools import rules_from_json
+
+    f = tmp_path / "rules.json"
+    f.write_text(json.dumps([{"name": "Lookup-*", "op": "read", "system": "acme", "server": "*ACME*"}, {"name": "jot", "op": "write", "system": "acme"}]))
+    monkeypatch.setenv(RULES_ENV, str(f))
+    rules = configured_rules()
+    assert rules[2:] == list(DEFAULT_RULES)
+    got = [classify(n, rules) for n in ("mcp__acme__lookup_notes", "jot", "mcp__x__lookup_notes", "recall_memory")]
+    assert [(r.system, r.op) if r else None for r in got] == [("acme", "read"), ("acme", "write"), None, ("hive-mind", "read")]
+    for bad in ("{", "{}", '[{"name": "x", "op": "delete", "system": "s"}]', '[{"op": "read", "system": "s"}]'):
+        with pytest.raises(ValueError, match="memory tool rules"):
+            rules_from_json(bad)
