@@ -14,6 +14,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import duckdb
+import pyarrow as pa
 
 from streams.events import HookEvent
 from streams.memory_tools import DEFAULT_RULES, MemoryToolCall, ToolRule, memory_call, rules_from_json
@@ -49,6 +50,11 @@ MEMORY_DDL = [
 ]
 
 
+_COLUMNS = ("event_id", "tool", "system", "op", "agent", "session", "source", "event_time_ms", "results", "error", "arguments")
+_TYPES = (pa.string(), pa.string(), pa.string(), pa.string(), pa.string(), pa.string(), pa.string(), pa.int64(), pa.int32(), pa.string(),
+          pa.string())
+
+
 def ensure_memory_schema(con: duckdb.DuckDBPyConnection) -> None:
     """Create ``memory_tool_calls`` when missing (idempotent)."""
     for stmt in MEMORY_DDL:
@@ -65,8 +71,15 @@ def apply_memory_calls(con: duckdb.DuckDBPyConnection, calls: Iterable[MemoryToo
         duckdb.Error: on a database failure.
     """
     rows = [c.row() for c in calls]
-    if rows:
-        con.executemany("INSERT INTO memory_tool_calls VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING", rows)
+    if rows:  # one Arrow table per batch: DuckDB's executemany costs milliseconds per row
+        cols = list(zip(*rows, strict=True))
+        batch = pa.table({name: pa.array(list(col), type=t) for name, t, col in zip(_COLUMNS, _TYPES, cols, strict=True)})
+        con.register("_memory_calls", batch)
+        try:
+            con.execute("""INSERT INTO memory_tool_calls SELECT * FROM _memory_calls
+                           QUALIFY row_number() OVER (PARTITION BY event_id) = 1 ON CONFLICT DO NOTHING""")
+        finally:
+            con.unregister("_memory_calls")
     return len(rows)
 
 

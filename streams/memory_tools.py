@@ -44,6 +44,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
+from functools import lru_cache
 from typing import Any, Literal
 
 from streams.events import HookEvent
@@ -140,14 +141,25 @@ def split_tool_name(name: str) -> tuple[str, str]:
 
 
 def classify(name: object, rules: Sequence[ToolRule] = DEFAULT_RULES) -> ToolRule | None:
-    """The first rule matching tool ``name``, or ``None`` (not a memory tool, or not a string)."""
+    """The first rule matching tool ``name``, or ``None`` (not a memory tool, or not a string).
+
+    Answers are cached per rule table (a table is kept alive with its cache, keyed by its identity).
+    """
     if not isinstance(name, str) or not name.strip():
         return None
-    server, base = split_tool_name(name)
-    for r in rules:
-        if fnmatchcase(base, r.name) and fnmatchcase(server, r.server):
-            return r
-    return None
+    entry = _TABLES.get(id(rules))
+    if entry is None or entry[0] is not rules:
+        entry = _TABLES[id(rules)] = (rules, {})
+    cache = entry[1]
+    if name not in cache:
+        if len(cache) > 10_000:
+            cache.clear()
+        server, base = split_tool_name(name)
+        cache[name] = next((r for r in rules if fnmatchcase(base, r.name) and fnmatchcase(server, r.server)), None)
+    return cache[name]
+
+
+_TABLES: dict[int, tuple[Sequence[ToolRule], dict[str, ToolRule | None]]] = {}
 
 
 @dataclass(frozen=True)
@@ -256,6 +268,7 @@ def _arguments(args: Any) -> str | None:
     return _clip(json.dumps(clean, ensure_ascii=False, sort_keys=True, default=str), MAX_ARGUMENTS_CHARS)
 
 
+@lru_cache(maxsize=4096)
 def _safe(text: str) -> str:
     return redact(text, RedactionMode.STRICT).text
 
