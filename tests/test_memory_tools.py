@@ -124,7 +124,7 @@ def test_openclaw_after_tool_call_and_failures() -> None:
 
 @needs_corpus
 def test_no_tool_call_of_the_corpus_is_a_memory_call(tmp_path: Path) -> None:
-    """The corpus's 450+ tool calls (Bash, Read, apply_patch, exec_command, MCP database tools, ...) are none of memory's."""
+    """The corpus's 1,141 tool calls (Bash, Read, apply_patch, exec_command, MCP database tools, ...) are none of memory's."""
     names: set[str] = set()
     for p in [*claude_files(), *codex_files()]:
         for _off, _raw, ev in import_file(p)[1]:
