@@ -189,11 +189,36 @@ class MemoryToolCall:
     error: str | None
     arguments: str | None
 
+    def to_json(self) -> bytes:
+        """The row as a JSON object (UTF-8), e.g. a Kafka record value carrying it to the projector."""
+        return json.dumps({"schema_version": 1, **{k: getattr(self, k) for k in _FIELDS}}, ensure_ascii=False).encode()
+
+    @classmethod
+    def from_json(cls, raw: bytes) -> MemoryToolCall:
+        """Parse :meth:`to_json`'s output.
+
+        Raises:
+            ValueError: not such an object (wrong JSON, schema version, field or type).
+        """
+        try:
+            d = json.loads(raw)
+        except (ValueError, UnicodeDecodeError, RecursionError) as e:
+            raise ValueError(f"memory tool call record is not JSON: {type(e).__name__}") from None
+        if not isinstance(d, dict) or d.get("schema_version") != 1 or set(d) != {"schema_version", *_FIELDS}:
+            raise ValueError("memory tool call record: expected a schema_version 1 object with the row's fields")
+        texts = ("event_id", "tool", "system", "agent", "session", "source")
+        if (not all(isinstance(d[k], str) for k in texts) or d["op"] not in ("read", "write") or type(d["event_time_ms"]) is not int
+                or not (d["results"] is None or type(d["results"]) is int) or not all(d[k] is None or isinstance(d[k], str) for k in ("error", "arguments"))):
+            raise ValueError("memory tool call record: a field has the wrong type")
+        return cls(**{k: d[k] for k in _FIELDS})
+
     def row(self) -> tuple[object, ...]:
         """The values in ``memory_tool_calls`` column order."""
         return (self.event_id, self.tool, self.system, self.op, self.agent, self.session, self.source, self.event_time_ms,
                 self.results, self.error, self.arguments)
 
+
+_FIELDS = ("event_id", "tool", "system", "op", "agent", "session", "source", "event_time_ms", "results", "error", "arguments")
 
 _EMPTY_TEXT = re.compile(r"^\s*(no (memories|results|matches|experiences|entries|observations)\b|nothing found|\[\]\s*$|\{\}\s*$)", re.I)
 _LIST_KEYS = ("results", "memories", "experiences", "hits", "items", "entities", "observations", "matches", "passages")

@@ -226,3 +226,14 @@ def test_rules_from_a_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> N
     for bad in ("{", "{}", '[{"name": "x", "op": "delete", "system": "s"}]', '[{"op": "read", "system": "s"}]'):
         with pytest.raises(ValueError, match="memory tool rules"):
             rules_from_json(bad)
+
+
+def test_a_call_survives_a_trip_through_json() -> None:
+    """The record the Kafka path can carry to the projector (see the report to the lead)."""
+    from streams.memory_tools import MemoryToolCall
+
+    call = memory_call(adapt(oc_tool(1_780_000_000_000, "s", "a", "kb_search", {"query": "q é"}, {"results": [1]})))
+    assert call is not None and MemoryToolCall.from_json(call.to_json()) == call
+    for bad in (b"{", b"[]", b'{"schema_version": 2}', call.to_json().replace(b'"read"', b'"delete"')):
+        with pytest.raises(ValueError, match="memory tool call record"):
+            MemoryToolCall.from_json(bad)
