@@ -226,7 +226,11 @@ def query(
     try:
         cols, rows = run_query(con, name, ALL_QUERIES)
     except duckdb.Error as e:
-        err.print(f"[red]error:[/] {db} is not a hivestream projection ({type(e).__name__}: {e})")
+        if name in MEMORY_QUERIES and "memory_tool_calls" in str(e):
+            err.print(f"[red]error:[/] {db} has no memory_tool_calls table: the embedded runner (`hivestream run`) writes it, "
+                      "the Kafka projector does not yet")
+        else:
+            err.print(f"[red]error:[/] {db} is not a hivestream projection ({type(e).__name__}: {e})")
         raise typer.Exit(2) from e
     finally:
         con.close()

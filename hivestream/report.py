@@ -190,7 +190,8 @@ def kb_chart(src: Sources) -> Chart:
     _, rows = rd.kb_funnel(src.kb)
     fig = None
     if rows:
-        fig = go.Figure(go.Funnel(y=[r[0] for r in rows], x=[r[1] for r in rows], textinfo="value", marker={"color": _PALETTE[:5]}))
+        fig = go.Figure(go.Funnel(y=[r[0] for r in rows], x=[r[1] for r in rows], textinfo="value", marker={"color": _PALETTE[:5]},
+                                  connector={"visible": False}))
         _layout(fig)
     return Chart("kb-funnel", "KnowHub funnel", "submissions, then experiences by status", fig, "give --kb-db FILE (from `hivestream kb run`)")
 
