@@ -26,7 +26,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from hivestream.cli import write_report_files  # noqa: E402
+from hivestream.report import write_report_files  # noqa: E402
 from hivestream.runner import EmbeddedRunner  # noqa: E402
 from streams.deadletter import RejectedInput  # noqa: E402
 from streams.events import PROMPT, STOP, HookEvent  # noqa: E402

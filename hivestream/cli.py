@@ -154,38 +154,13 @@ def demo(
     report = run_files(samples, db, gateway=True)
     print_report(report)
     from hivestream.kb_runner import run_kb_files
+    from hivestream.report import write_report_files
 
     kb = run_kb_files([SAMPLES / "demo-memory-tools.jsonl"], db)  # the KnowHub calls among the tool calls, same file
     kinds = ", ".join(f"{n} {k}" for k, n in sorted(kb.events.items()))
     out.print(f"[bold]KnowHub[/] (the sample's kb calls, same file): {kinds}")
     page = write_report_files(db, None, None, db.with_name(db.stem + "-report.html"))
     out.print(f"[bold]report[/]: {page.resolve()}  (one HTML file, opens offline)")
-
-
-def write_report_files(db: Path, kb_db: Path | None, stubs_db: Path | None, out_path: Path) -> Path:
-    """Open the projection files read-only (or their snapshots) and write the report to ``out_path``.
-
-    Raises:
-        FileNotFoundError: a file (and its snapshot) is missing; duckdb.Error, OSError.
-    """
-    from hivestream.report import Sources, write_report
-    from streams.clock import wall_clock_ms
-
-    opened: list[duckdb.DuckDBPyConnection] = []
-    fresh: list[str] = []
-    try:
-        for path in (db, kb_db, stubs_db):
-            if path is not None:
-                con, note = open_for_reading(path)
-                opened.append(con)
-                fresh.append(note)
-        main = opened[0]
-        kb = opened[1] if kb_db is not None else main
-        stubs = opened[-1] if stubs_db is not None else main
-        return write_report(Sources(main, kb, stubs, fresh), out_path, generated_at_ms=wall_clock_ms())
-    finally:
-        for con in opened:
-            con.close()
 
 
 @app.command()
@@ -196,6 +171,8 @@ def report(
     out_path: Annotated[Path, typer.Option("--out", help="HTML file to write")] = Path("report.html"),
 ) -> None:
     """Write one self-contained HTML report (charts, opens offline) of the projection files."""
+    from hivestream.report import write_report_files
+
     try:
         page = write_report_files(db, kb_db, stubs_db, out_path)
     except FileNotFoundError as e:

@@ -283,3 +283,29 @@ def write_report(src: Sources, out: Path, *, generated_at_ms: int) -> Path:
     tmp.write_text(page, encoding="utf-8")
     tmp.replace(out)
     return out
+
+
+def write_report_files(db: Path, kb_db: Path | None, stubs_db: Path | None, out_path: Path) -> Path:
+    """Open the projection files read-only (or their snapshots) and write the report to ``out_path``.
+
+    Raises:
+        FileNotFoundError: a file (and its snapshot) is missing; duckdb.Error, OSError.
+    """
+    from projections.queries import open_for_reading
+    from streams.clock import wall_clock_ms
+
+    opened: list[duckdb.DuckDBPyConnection] = []
+    fresh: list[str] = []
+    try:
+        for path in (db, kb_db, stubs_db):
+            if path is not None:
+                con, note = open_for_reading(path)
+                opened.append(con)
+                fresh.append(note)
+        main = opened[0]
+        kb = opened[1] if kb_db is not None else main
+        stubs = opened[-1] if stubs_db is not None else main
+        return write_report(Sources(main, kb, stubs, fresh), out_path, generated_at_ms=wall_clock_ms())
+    finally:
+        for con in opened:
+            con.close()

@@ -10,8 +10,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from hivestream.cli import write_report_files
-from hivestream.report import CHARTS
+from hivestream.report import CHARTS, write_report_files
 from tests.headless import Browser, wait_for_charts
 from tests.report_fixtures import full_projection
 
