@@ -93,7 +93,7 @@ def test_claude_code_post_tool_use_shape_from_the_corpus() -> None:
 def test_codex_post_tool_use_shape_from_the_schema() -> None:
     """A Codex PostToolUse with every field the corpus's Codex hook schema requires; arguments as Codex's JSON string."""
     schema = json.loads((CORPUS / "codex-hook-schemas" / "post-tool-use.command.input.schema.json").read_text())
-    payload: dict[str, Any] = {"cwd": "/work/tide", "hook_event_name": "PostToolUse", "model": "gpt-5-codex", "permission_mode": "default",
+    payload: dict[str, Any] = {"cwd": "/srv/tide", "hook_event_name": "PostToolUse", "model": "gpt-5-codex", "permission_mode": "default",
                                "session_id": "019c8a53-a0dd-7130-bcd7-95445d84846a", "tool_name": "mcp__openmemory__search_memory",
                                "tool_input": json.dumps({"query": "deploy", "project": "tide"}), "tool_response": '{"results": []}',
                                "tool_use_id": "call_1", "transcript_path": None, "turn_id": "t-1", "timestamp": "2026-02-23T12:00:00Z"}
