@@ -19,7 +19,8 @@ from hivestream.kafka_opts import BootstrapOpt, NamespaceOpt, PartitionsOpt, kaf
 from hivestream.kb_cli import kb_app
 from hivestream.runner import RunReport, run_files
 from hivestream.stubs_cli import stubs_app
-from projections.queries import QUERIES, open_for_reading, run_query
+from projections.analytics import ANALYTICS_QUERIES, MEMORY_QUERIES
+from projections.queries import QUERIES, NamedQuery, open_for_reading, run_query
 from projections.sink import MetaMismatch
 from streams.body_hash import KeyStrategy
 from streams.settings import Settings
@@ -32,6 +33,9 @@ out = Console(width=max(100, Console().width))
 err = Console(stderr=True)
 
 SAMPLES = Path(__file__).parent / "samples"
+
+ALL_QUERIES: dict[str, NamedQuery] = {**QUERIES, **ANALYTICS_QUERIES, **MEMORY_QUERIES}
+"""Every query ``hivestream query`` answers: the frame queries, the frame analytics, the memory tool calls."""
 
 
 class OutputFormat(StrEnum):
@@ -149,6 +153,32 @@ def demo(
               + ", ".join(p.name for p in samples))
     report = run_files(samples, db, gateway=True)
     print_report(report)
+    from hivestream.kb_runner import run_kb_files
+    from hivestream.report import write_report_files
+
+    kb = run_kb_files([SAMPLES / "demo-memory-tools.jsonl"], db)  # the KnowHub calls among the tool calls, same file
+    kinds = ", ".join(f"{n} {k}" for k, n in sorted(kb.events.items()))
+    out.print(f"[bold]KnowHub[/] (the sample's kb calls, same file): {kinds}")
+    page = write_report_files(db, None, None, db.with_name(db.stem + "-report.html"))
+    out.print(f"[bold]report[/]: {page.resolve()}  (one HTML file, opens offline)")
+
+
+@app.command()
+def report(
+    db: Annotated[Path, typer.Option("--db", help="frames projection (embedded file, Kafka-path file or its snapshot)")] = Path("hivestream.duckdb"),
+    kb_db: Annotated[Path | None, typer.Option("--kb-db", help="KnowHub projection (default: the --db file)")] = None,
+    stubs_db: Annotated[Path | None, typer.Option("--stubs-db", help="memory-stub projection (default: the --db file)")] = None,
+    out_path: Annotated[Path, typer.Option("--out", help="HTML file to write")] = Path("report.html"),
+) -> None:
+    """Write one self-contained HTML report (charts, opens offline) of the projection files."""
+    from hivestream.report import write_report_files
+
+    try:
+        page = write_report_files(db, kb_db, stubs_db, out_path)
+    except FileNotFoundError as e:
+        err.print(f"[red]error:[/] {e}")
+        raise typer.Exit(2) from e
+    out.print(f"report written: {page.resolve()}")
 
 
 @app.command()
@@ -160,10 +190,10 @@ def query(
 ) -> None:
     """Run a named analytics query on a projection file."""
     if list_ or name is None:
-        out.print(table("named queries", ["name", "answers"], [(q.name, q.description) for q in QUERIES.values()]))
+        out.print(table("named queries", ["name", "answers"], [(q.name, q.description) for q in ALL_QUERIES.values()]))
         return
-    if name not in QUERIES:
-        err.print(f"[red]error:[/] unknown query {name!r}; known: {', '.join(sorted(QUERIES))}")
+    if name not in ALL_QUERIES:
+        err.print(f"[red]error:[/] unknown query {name!r}; known: {', '.join(sorted(ALL_QUERIES))}")
         raise typer.Exit(2)
     try:
         con, freshness = open_for_reading(db)
@@ -171,9 +201,13 @@ def query(
         err.print(f"[red]error:[/] {e}")
         raise typer.Exit(2) from e
     try:
-        cols, rows = run_query(con, name)
+        cols, rows = run_query(con, name, ALL_QUERIES)
     except duckdb.Error as e:
-        err.print(f"[red]error:[/] {db} is not a hivestream projection ({type(e).__name__}: {e})")
+        if name in MEMORY_QUERIES and "memory_tool_calls" in str(e):
+            err.print(f"[red]error:[/] {db} has no memory_tool_calls table: the embedded runner (`hivestream run`) writes it, "
+                      "the Kafka projector does not yet")
+        else:
+            err.print(f"[red]error:[/] {db} is not a hivestream projection ({type(e).__name__}: {e})")
         raise typer.Exit(2) from e
     finally:
         con.close()
@@ -188,7 +222,7 @@ def query(
         w.writerow(cols)
         w.writerows(rows)
     else:
-        out.print(table(f"{name}: {QUERIES[name].description}", cols, rows))
+        out.print(table(f"{name}: {ALL_QUERIES[name].description}", cols, rows))
 
 
 def main() -> None:

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from projections.memory_calls import MemoryCallPass
 from projections.sink import DuckSink
 from streams.capture import to_capture
 from streams.clock import Clock, wall_clock_ms
@@ -86,6 +87,7 @@ class EmbeddedRunner:
             state=TrackedState(self.sink.load_dedup_state()),
         )
         self.report = RunReport(db=str(db))
+        self.memory = MemoryCallPass(self.sink.con)  # issue 12: memory_tool_calls (the read side of memory)
 
     def close(self) -> None:
         """Close the DuckDB file."""
@@ -129,6 +131,7 @@ class EmbeddedRunner:
                 r.dead_letters[str(item.reason)] += 1
                 continue
             r.events += 1
+            self.memory.observe(item)  # issue 12
             try:
                 cap = to_capture(item, strategy=self.settings.key_strategy,
                                  max_body_bytes=self.settings.max_body_bytes,
@@ -147,6 +150,7 @@ class EmbeddedRunner:
 
     def _flush(self, events: list[FrameEvent], dls: list[DeadLetter], origin: str, next_off: int) -> None:
         assert isinstance(self.core.state, TrackedState)
+        self.memory.flush()  # issue 12: before the positions commit (idempotent on event id)
         frames, dups, _dead = self.sink.apply_batch(events, dls, {(origin, 0): next_off}, self.core.state.drain())
         self.report.frames_created += frames
         self.report.duplicates += dups

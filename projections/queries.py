@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -12,11 +13,16 @@ import duckdb
 
 @dataclass(frozen=True)
 class NamedQuery:
-    """A named SQL query and what it answers."""
+    """A named SQL query and what it answers.
+
+    ``compute``, when set, answers instead of ``sql`` (a computation SQL cannot express, e.g. the
+    window what-if): it takes the connection and returns (column names, rows).
+    """
 
     name: str
     description: str
     sql: str
+    compute: Callable[[duckdb.DuckDBPyConnection], tuple[list[str], list[tuple[object, ...]]]] | None = None
 
 
 _DAY = "strftime(to_timestamp(event_time_ms / 1000) AT TIME ZONE 'UTC', '%Y-%m-%d')"
@@ -80,6 +86,9 @@ def run_query(
     queries = QUERIES if queries is None else queries
     if name not in queries:
         raise KeyError(f"unknown query {name!r}; known: {', '.join(sorted(queries))}")
+    compute = queries[name].compute
+    if compute is not None:
+        return compute(con)
     cur = con.execute(queries[name].sql)
     cols = [d[0] for d in cur.description or []]
     return cols, cur.fetchall()
