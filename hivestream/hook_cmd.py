@@ -173,7 +173,9 @@ def _options(argv: list[str]) -> tuple[dict[str, str], list[str]]:
     rest: list[str] = []
     it = iter(argv)
     for a in it:
-        if a.startswith("--") and a[2:].split("=", 1)[0] in {"url", "spool-dir", "timeout", "flush-max", "chain"}:
+        if a == "--detach":
+            opts["detach"] = "1"
+        elif a.startswith("--") and a[2:].split("=", 1)[0] in {"url", "spool-dir", "timeout", "flush-max", "chain"}:
             k, eq, v = a[2:].partition("=")
             opts[k] = v if eq else next(it, "")
         else:
@@ -192,11 +194,28 @@ def _chain(spec: str, payload: bytes) -> None:
         print(f"hivestream hook: chained notify program failed: {e}", file=sys.stderr)
 
 
+def _detach() -> str:
+    """Fork a child in its own session that carries on (the payload is already read). Returns
+    ``"parent"`` (return at once), ``"child"`` or ``"none"`` (no fork on this platform). A runtime
+    that ends its process group when it exits (Claude Code ``-p`` with ``"async": true`` hooks)
+    then cannot kill the post half-way."""
+    if not hasattr(os, "fork"):
+        return "none"
+    if os.fork() > 0:
+        return "parent"
+    os.setsid()
+    devnull = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1):
+        os.dup2(devnull, fd)
+    return "child"
+
+
 def main(argv: list[str]) -> int:
     """Run ``hivestream hook`` with ``argv`` (the words after ``hook``); returns the exit code.
 
-    ``RUNTIME [--url U] [--spool-dir D] [--timeout S] [--flush-max N] [--chain JSON] [PAYLOAD]``:
-    always 0. ``flush [--url U] [--spool-dir D] [--timeout S]``: 0 when the spool is empty
+    ``RUNTIME [--url U] [--spool-dir D] [--timeout S] [--flush-max N] [--chain JSON] [--detach] [PAYLOAD]``:
+    always 0 (``--detach``: the post and any spooling go on in a detached child after the payload
+    was read). ``flush [--url U] [--spool-dir D] [--timeout S]``: 0 when the spool is empty
     afterwards, 1 otherwise (a summary on stderr).
     """
     opts, rest = _options(argv)
@@ -220,6 +239,7 @@ def main(argv: list[str]) -> int:
         print(f"hivestream hook: unknown runtime {runtime!r} (one of {', '.join(RUNTIMES)})", file=sys.stderr)
         return 0
     start = time.monotonic()
+    role = "none"
     try:
         body = rest[-1].encode("utf-8", "surrogateescape") if len(rest) > 1 else sys.stdin.buffer.read(MAX_STDIN_BYTES) if not sys.stdin.isatty() else b""
         if opts.get("chain"):
@@ -227,6 +247,9 @@ def main(argv: list[str]) -> int:
         if not body.strip():
             return 0
         body = stamp(body, time.time_ns() // 1_000_000)
+        role = _detach() if opts.get("detach") else "none"
+        if role == "parent":
+            return 0
         status = post(url, runtime, body, token, timeout_s)
         if 200 <= status < 300:
             flush(spool, url, token, timeout_s, flush_max, start + timeout_s)
@@ -237,4 +260,7 @@ def main(argv: list[str]) -> int:
             print(f"hivestream hook: ingest unavailable (HTTP {status or 'no answer'}); payload spooled in {spool}", file=sys.stderr)
     except Exception as e:  # the hook must never fail the agent's turn
         print(f"hivestream hook: {type(e).__name__}: {e}", file=sys.stderr)
+    if role == "child":  # the detached child ends here, without the parent's interpreter cleanup
+        sys.stderr.flush()
+        os._exit(0)
     return 0

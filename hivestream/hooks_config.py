@@ -50,8 +50,10 @@ def http_handler(url: str, runtime: str, timeout_s: int = 5) -> dict[str, Any]:
 
 
 def command_handler(exe: str, runtime: str, url: str, *, run_async: bool, timeout_s: int = 10) -> dict[str, Any]:
-    """A ``command`` hook running ``exe hook runtime --url url`` (``async`` for Claude Code)."""
-    h: dict[str, Any] = {"type": "command", "command": f"{_quote(exe)} hook {runtime} --url {_quote(url)}", "timeout": timeout_s}
+    """A ``command`` hook running ``exe hook runtime --url url``; with ``run_async`` (Claude Code)
+    ``"async": true`` and ``--detach``, since Claude Code ``-p`` ends a backgrounded hook when it exits."""
+    detach = " --detach" if run_async else ""
+    h: dict[str, Any] = {"type": "command", "command": f"{_quote(exe)} hook {runtime} --url {_quote(url)}{detach}", "timeout": timeout_s}
     if run_async:
         h["async"] = True
     return h
