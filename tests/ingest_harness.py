@@ -142,3 +142,31 @@ def frames_of(lines: list[bytes], work: Path, name: str) -> dict[str, Any]:
 def payload_lines(payloads: list[tuple[str, dict[str, Any]]]) -> list[bytes]:
     """JSONL lines of the payloads (what a hook-event log file of them holds)."""
     return [json.dumps(p, ensure_ascii=False).encode() for _rt, p in payloads]
+
+
+class StoppableBroker:
+    """A broker of our own (``deploy/kafka/kafka.sh`` in a temporary state dir) that a test may
+    stop and start again on the same port with its data kept."""
+
+    def __init__(self, state_dir: Path) -> None:
+        from tests.kafka_broker import _pick_port
+
+        self.state_dir = state_dir
+        self.port = _pick_port() if os.environ.get("HIVESTREAM_KAFKA_PORT") is None else int(os.environ["HIVESTREAM_KAFKA_PORT"]) + 7
+        self.bootstrap = f"127.0.0.1:{self.port}"
+
+    def _run(self, command: str) -> None:
+        from tests.kafka_broker import KAFKA_SH
+
+        env = dict(os.environ, HIVESTREAM_KAFKA_HOME=str(self.state_dir), HIVESTREAM_KAFKA_PORT=str(self.port))
+        r = subprocess.run(["bash", str(KAFKA_SH), command], env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=600)
+        if r.returncode != 0:
+            raise RuntimeError(f"kafka.sh {command} failed: {r.stderr[-2000:]}")
+
+    def start(self) -> None:
+        """Start (or restart) the broker and wait until it answers."""
+        self._run("start")
+
+    def stop(self) -> None:
+        """Stop the broker (its data stays)."""
+        self._run("stop")
