@@ -84,7 +84,7 @@ class DurableSink:
             client_id="hivestream-ingest",
             enable_idempotence=True,
             acks="all",
-            linger_ms=5,
+            linger_ms=1,
             max_batch_size=262_144,
             max_request_size=2_097_152,
             request_timeout_ms=max(5_000, int(self.produce_timeout_s * 2000)),
@@ -130,19 +130,18 @@ class DurableSink:
 
     async def _send_all(self, records: list[Record], timeout_s: float) -> list[bool]:
         """Send ``records``; which ones the broker acknowledged within ``timeout_s``."""
-        p = await asyncio.wait_for(self._ensure_producer(), timeout=timeout_s)
+        p = self._producer
+        if p is None:
+            async with asyncio.timeout(timeout_s):
+                p = await self._ensure_producer()
         t0 = time.monotonic()
         futs: list[asyncio.Future[Any]] = []
-
-        async def enqueue() -> None:
-            for topic, key, value in records:
-                futs.append(await p.send(topic, value=value, key=key))
-
         try:
-            await asyncio.wait_for(enqueue(), timeout=timeout_s)
-            left = max(0.05, timeout_s - (time.monotonic() - t0))
-            await asyncio.wait(futs, timeout=left)
-        except (TimeoutError, Exception) as e:  # the ones not done count as unacknowledged
+            async with asyncio.timeout(timeout_s):
+                for topic, key, value in records:
+                    futs.append(await p.send(topic, value=value, key=key))
+                await asyncio.gather(*futs, return_exceptions=True)
+        except Exception as e:  # a timeout or a send error: the ones not done count as unacknowledged
             log.debug("ingest: send interrupted: %r", e)
         acked = [f.done() and not f.cancelled() and f.exception() is None for f in futs]
         acked += [False] * (len(records) - len(acked))

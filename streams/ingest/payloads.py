@@ -42,12 +42,18 @@ MAX_PAYLOADS = 10_000
 @dataclass(frozen=True)
 class Item:
     """One payload of a body: its position, the parsed value (``None`` when unparseable), its
-    original bytes, and why it could not be parsed."""
+    original bytes (``None``: an array element, serialised again only when it is rejected), and
+    why it could not be parsed."""
 
     index: int
     value: Any
-    original: bytes
+    raw: bytes | None
     error: RejectedInput | None = None
+
+    @property
+    def original(self) -> bytes:
+        """The payload's bytes as received (an array element: its compact JSON)."""
+        return self.raw if self.raw is not None else _dumps(self.value)
 
 
 @dataclass(frozen=True)
@@ -101,11 +107,11 @@ def split_body(body: bytes) -> list[Item]:
         if all(it.error for it in items):
             raise RejectedInput(Reason.MALFORMED_JSON, f"body is neither JSON nor NDJSON: {_err(first_error)}") from e
     else:
-        items = [Item(i, v, _dumps(v)) for i, v in enumerate(whole)] if isinstance(whole, list) else [Item(0, whole, body)]
+        items = [Item(i, v, None) for i, v in enumerate(whole)] if isinstance(whole, list) else [Item(0, whole, body)]
     if len(items) > MAX_PAYLOADS:
         raise RejectedInput(Reason.WRONG_SHAPE, f"{len(items)} payloads in one request; at most {MAX_PAYLOADS}")
     if surrogates:
-        items = [Item(it.index, sanitize_surrogates(it.value), it.original, it.error) for it in items]
+        items = [Item(it.index, sanitize_surrogates(it.value), it.raw, it.error) for it in items]
     return items
 
 
@@ -122,17 +128,15 @@ def _dumps(v: Any) -> bytes:
 
 def depth_exceeds(value: Any, limit: int = MAX_DEPTH) -> bool:
     """True when ``value`` nests arrays/objects deeper than ``limit`` (iterative: no recursion)."""
+    if not isinstance(value, dict | list):
+        return False
     stack: list[tuple[Any, int]] = [(value, 1)]
     while stack:
         v, d = stack.pop()
-        if isinstance(v, dict):
-            if d > limit:
-                return True
-            stack.extend((x, d + 1) for x in v.values())
-        elif isinstance(v, list):
-            if d > limit:
-                return True
-            stack.extend((x, d + 1) for x in v)
+        if d > limit:
+            return True
+        children = v.values() if isinstance(v, dict) else v
+        stack.extend((x, d + 1) for x in children if isinstance(x, dict | list))
     return False
 
 

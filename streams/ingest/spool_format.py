@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import struct
 import zlib
-from dataclasses import dataclass
 
 MAGIC = b"HSP1"
 _HEAD = struct.Struct(">4sII")
@@ -32,17 +31,20 @@ def encode_record(payload: bytes) -> bytes:
     return _HEAD.pack(MAGIC, len(payload), zlib.crc32(payload)) + payload
 
 
-@dataclass(frozen=True)
 class Decoded:
-    """What :func:`decode_records` read from a buffer.
+    """What :func:`decode_records` read from a buffer (a plain class: no dataclasses import, so
+    the command hook that uses this module starts fast).
 
     Attributes:
         records: the payloads whose checksums hold, in order.
         skipped_bytes: bytes that belonged to no valid record (torn or corrupt).
     """
 
-    records: list[bytes]
-    skipped_bytes: int
+    __slots__ = ("records", "skipped_bytes")
+
+    def __init__(self, records: list[bytes], skipped_bytes: int) -> None:
+        self.records = records
+        self.skipped_bytes = skipped_bytes
 
 
 def decode_records(buf: bytes) -> Decoded:
