@@ -5,8 +5,11 @@
 durable: acknowledged by the broker within ``produce_timeout_s``, or fsync'd in the spool (the
 records the broker did not acknowledge in time are spooled; if the broker acknowledges them later
 too, they reach the topic twice with the same event ids, which every downstream step ignores).
-While the spool holds a backlog, or the broker is down, new records go straight to the spool so
-the forwarder (:meth:`DurableSink.forward_forever`) sends them oldest first. The producer is
+While the spool holds a backlog (from a failure until the forwarder has sent every sealed
+segment), or the broker is down, new records go straight to the spool so the forwarder
+(:meth:`DurableSink.forward_forever`) sends them oldest first; once it has caught up, requests
+produce directly again (records still in the open segment follow within a round, so under
+continuous load the server returns to the direct path instead of staying on the spool). The producer is
 (re)started in the background whenever it is missing or failed.
 """
 
@@ -75,6 +78,7 @@ class DurableSink:
         self._starting: asyncio.Lock | None = None
         self._topics_ready = False
         self._stopping: set[asyncio.Task[None]] = set()
+        self._backlog = spool.records > 0  # spool first until the forwarder has caught up
 
     def _aiokafka_producer(self) -> Any:
         from aiokafka import AIOKafkaProducer
@@ -161,7 +165,7 @@ class DurableSink:
         """
         if not records:
             return "broker"
-        if self.spool.records == 0 and self._producer is not None:
+        if not self._backlog and self._producer is not None:
             try:
                 acked = await self._send_all(records, self.produce_timeout_s)
             except Exception as e:  # broker unreachable: the producer could not start
@@ -171,24 +175,27 @@ class DurableSink:
             records = [r for r, ok in zip(records, acked, strict=True) if not ok]
             if not records:
                 return "broker"
+        self._backlog = True
         await asyncio.to_thread(self.spool.append, [encode_kafka_record(t, k, v) for t, k, v in records])
         self.stats.spooled += len(records)
         return "spool"
 
     async def forward_once(self) -> int:
-        """Forward the sealed segments oldest first; returns the records forwarded.
+        """Forward the sealed segments oldest first; returns the segments forwarded.
 
         A segment is deleted only after all its records were acknowledged; on the first failure
         the rest stay for the next round.
         """
         if self.spool.records == 0:
+            self._backlog = False
             return 0
         await asyncio.to_thread(self.spool.seal)
         sent = 0
         for seg in self.spool.sealed():
             if not await self._forward_segment(seg):
-                break
+                return sent
             sent += 1
+        self._backlog = False  # caught up: new records go to the broker again; the open segment follows next round
         return sent
 
     async def _forward_segment(self, seg: Segment) -> bool:

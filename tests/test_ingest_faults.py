@@ -93,6 +93,8 @@ def test_broker_away_spool_restart_forward_twice_and_the_command_hook(broker: St
         wait_until(lambda: _health(proc)["spooled_records"] == 0, 120, "the spool to drain")
         on_topic = _ids_on(broker.bootstrap, topics)
         assert set(acked) <= set(on_topic)
+        back = httpx.post(proc.url + "/v1/hooks/claude-code", json=_payload("back", 0), timeout=30).json()
+        assert back["durable"] == "broker"  # caught up: the direct path again
 
         r = subprocess.run([sys.executable, "-m", "hivestream", "hook", "flush"], env=env, capture_output=True, text=True, timeout=60, cwd=REPO_ROOT)
         assert r.returncode == 0 and "forwarded 3, 0 left" in r.stderr
@@ -113,23 +115,25 @@ def test_broker_away_spool_restart_forward_twice_and_the_command_hook(broker: St
         assert len(all_values) > len(uniq)
         with_dups, without = frames_of(all_values, tmp_path, "dups"), frames_of(uniq, tmp_path, "uniq")
         assert with_dups == without
-        assert len(without["frames"]) == 20 + 200 + 3
+        assert len(without["frames"]) == 20 + 200 + 1 + 3  # up, down, back, hook
     finally:
         proc.stop()
 
 
-async def _client(cid: int, url: str, stop_at: float, acked: dict[str, str], tries: Counter[str]) -> None:
+async def _client(cid: int, url: str, until: dict[str, float], acked: dict[str, str], tries: Counter[str], where: list[tuple[float, str]]) -> None:
     seq = 0
     async with aiohttp.ClientSession() as http:
-        while time.monotonic() < stop_at:
+        while time.monotonic() < until["stop"]:
             body = {"session_id": f"load-{cid}", "hook_event_name": "UserPromptSubmit", "prompt": f"client {cid} message {seq} {uuid.uuid4().hex}",
                     "event_time_ms": 1_790_000_000_000 + seq}
-            while time.monotonic() < stop_at + 60:  # retry the same payload until it is acknowledged
+            while time.monotonic() < until["stop"] + 60:  # retry the same payload until it is acknowledged
                 tries[f"{cid}:{seq}"] += 1
                 try:
                     async with http.post(f"{url}/v1/hooks/claude-code", json=body, timeout=aiohttp.ClientTimeout(total=15)) as r:
                         if r.status == 200:
-                            acked[(await r.json())["results"][0]["event_id"]] = body["prompt"]
+                            got = await r.json()
+                            acked[got["results"][0]["event_id"]] = body["prompt"]
+                            where.append((time.monotonic(), got["durable"]))
                             break
                 except (TimeoutError, aiohttp.ClientError):
                     pass
@@ -148,6 +152,8 @@ def test_fifty_clients_through_a_server_kill_and_a_broker_stop(broker: Stoppable
     acked: dict[str, str] = {}
     tries: Counter[str] = Counter()
     events: list[str] = []
+    where: list[tuple[float, str]] = []
+    until = {"stop": time.monotonic() + run_s, "broker_back": 0.0}
 
     async def chaos() -> None:
         nonlocal proc
@@ -160,12 +166,15 @@ def test_fifty_clients_through_a_server_kill_and_a_broker_stop(broker: Stoppable
         await asyncio.to_thread(broker.stop)
         events.append("broker stopped")
         await asyncio.sleep(run_s / 2)
+        until["stop"] = time.monotonic() + 600  # the clients go on while the broker starts (bounded below)
         await asyncio.to_thread(broker.start)
         events.append("broker started")
+        until["broker_back"] = time.monotonic()
+        until["stop"] = until["broker_back"] + 15  # and 15 s after it is back
 
     async def main() -> None:
-        stop_at = time.monotonic() + run_s
-        await asyncio.gather(chaos(), *(_client(c, f"http://127.0.0.1:{port}", stop_at, acked, tries) for c in range(50)))
+        until["stop"] = time.monotonic() + run_s
+        await asyncio.gather(chaos(), *(_client(c, f"http://127.0.0.1:{port}", until, acked, tries, where) for c in range(50)))
 
     try:
         asyncio.run(main())
@@ -179,6 +188,9 @@ def test_fifty_clients_through_a_server_kill_and_a_broker_stop(broker: Stoppable
         counts = Counter(row[3].split("] ", 1)[1] for row in frames)
         assert set(acked.values()) <= set(counts)
         assert max(r[10] for r in frames) == 1, "a retried payload doubled a frame"  # access_count
+        assert any(d == "spool" for _t, d in where), "the broker stop never reached the spool"
+        timeline = Counter((int(t - until["broker_back"]), d) for t, d in where if t > until["broker_back"] - 3)
+        assert any(d == "broker" and t > until["broker_back"] + 5 for t, d in where), f"the server stayed on the spool under load: {sorted(timeline.items())}"
         retried = sum(1 for n in tries.values() if n > 1)
         print(f"\n50 clients, {run_s:.0f} s: {len(acked)} acknowledged, {retried} payloads retried, "
               f"{sum(on_topic.values()) - len(on_topic)} duplicate records on hook-events, {len(frames)} frames")
