@@ -52,6 +52,18 @@ def payload(tag: str, i: int) -> dict[str, Any]:
             "event_time_ms": 1_790_000_000_000 + i}
 
 
+def cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) used so far by process ``pid`` (Linux ``/proc/<pid>/stat``)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def self_cpu_s() -> float:
+    """CPU seconds used so far by this process (the load generator)."""
+    t = os.times()
+    return t.user + t.system
+
+
 def pct(xs: list[float], q: float) -> float:
     """The ``q`` quantile (0..1) of ``xs`` (nearest rank)."""
     s = sorted(xs)
@@ -158,6 +170,7 @@ def main() -> None:
             proc = IngestProc(bootstrap, unique_namespace(f"bench-{case}"), Path(tmp) / f"spool-{case}")
             try:
                 wait_until(lambda p=proc: __import__("httpx").get(p.url + "/healthz").json()["broker"] == "up", 60, "the producer")
+                s0, c0, w0 = cpu_s(proc.proc.pid), self_cpu_s(), time.perf_counter()
                 if case == "batches":
                     rate = asyncio.run(batches(proc.url, a.batches))
                     print(f"batches of 500 (4 clients, {a.batches * 500} events): {rate:,.0f} events/s; ratio to raw produce {rate / raw:.3f}")
@@ -170,6 +183,10 @@ def main() -> None:
                     print(f"hivestream hook wall time ({a.hook_runs} runs): p50 {statistics.median(hook) * 1000:.0f} ms, "
                           f"p95 {pct(hook, 0.95) * 1000:.0f} ms; python -c pass p50 {statistics.median(anchor) * 1000:.0f} ms "
                           f"(ratio {statistics.median(hook) / statistics.median(anchor):.2f})")
+                if case != "hook":
+                    wall = time.perf_counter() - w0
+                    print(f"  server CPU {cpu_s(proc.proc.pid) - s0:.1f} s, load generator CPU {self_cpu_s() - c0:.1f} s, "
+                          f"over {wall:.1f} s wall ({(cpu_s(proc.proc.pid) - s0) / wall:.0%} of one core for the server)")
             finally:
                 proc.stop()
 
