@@ -1,6 +1,9 @@
 """Real clients through ``hivestream ingest``: the Claude Code CLI from npm for one turn against a
 local stub of the Anthropic Messages API, with hooks written by ``hivestream hooks install
-claude-code`` into a test HOME; and the OpenClaw handler that ``hooks install openclaw`` writes,
+claude-code`` into a test HOME; the Codex CLI from npm for one ``codex exec`` turn against a local
+stub of the Responses API, reaching ingest through the legacy ``notify`` that ``hooks install
+codex`` writes (its ``hooks.json`` hooks run only once a user trusts them in ``/hooks``, which a
+non-interactive run cannot do); and the OpenClaw handler that ``hooks install openclaw`` writes,
 run by Node (posting in the background, spooling when the server is away)."""
 
 from __future__ import annotations
@@ -21,6 +24,8 @@ from streams.topics import Topics
 from tests.anthropic_stub import REPLY, AnthropicStub
 from tests.ingest_harness import REPO_ROOT, IngestProc, frames_of, read_topic
 from tests.kafka_harness import unique_namespace, wait_until
+from tests.openai_responses_stub import REPLY as CODEX_REPLY
+from tests.openai_responses_stub import ResponsesStub
 
 pytestmark = pytest.mark.kafka
 
@@ -40,6 +45,22 @@ def claude_bin() -> Path | None:
         subprocess.run(["npm", "install", "--prefix", str(CC_DIR), "--no-audit", "--no-fund", "--ignore-scripts",
                         f"@anthropic-ai/claude-code@{CLAUDE_CODE_VERSION}"], capture_output=True, timeout=600, check=False)
     return native if native.exists() else None
+
+
+CODEX_VERSION = "0.171.0"
+CODEX_DIR = REPO_ROOT / ".venv" / "codex"
+
+
+def codex_js() -> Path | None:
+    """The Codex CLI entry (``HIVESTREAM_CODEX_JS``, else npm's package installed once under ``.venv/codex``)."""
+    env = os.environ.get("HIVESTREAM_CODEX_JS")
+    if env:
+        return Path(env)
+    js = CODEX_DIR / "node_modules" / "@openai" / "codex" / "bin" / "codex.js"
+    if not js.exists() and shutil.which("npm"):
+        subprocess.run(["npm", "install", "--prefix", str(CODEX_DIR), "--no-audit", "--no-fund", "--ignore-scripts", f"@openai/codex@{CODEX_VERSION}"],
+                       capture_output=True, timeout=600, check=False)
+    return js if js.exists() and shutil.which("node") else None
 
 
 @pytest.fixture(scope="module")
@@ -181,3 +202,40 @@ def test_openclaw_handler_posts_without_blocking_and_spools_when_the_server_is_a
     evs = [e for _v, e in _events(kafka_bootstrap, topics) if e.session == "openclaw-gateway:oc-live"]
     assert sorted(e.event_time_ms for e in evs) == [1790000000000, 1790000001000]
     assert {e.native_event for e in evs} == {"message:received", "message:sent"}
+
+
+def test_codex_exec_one_turn_reaches_ingest_through_its_notify_program(ingest: tuple[IngestProc, Topics], kafka_bootstrap: str,
+                                                                       tmp_path: Path) -> None:
+    js = codex_js()
+    if js is None:
+        pytest.skip("Codex CLI not available (npm could not install @openai/codex)")
+    proc, topics = ingest
+    home, project = tmp_path / "home", tmp_path / "codex-project"
+    (home / ".codex").mkdir(parents=True)
+    project.mkdir()
+    stub = ResponsesStub()
+    try:
+        (home / ".codex" / "config.toml").write_text(
+            f'model = "stub-model"\nmodel_provider = "stub"\n\n[model_providers.stub]\nname = "stub"\nbase_url = "{stub.url}"\n'
+            'wire_api = "responses"\nenv_key = "STUB_API_KEY"\n')
+        out = _install("codex", home, proc.url)
+        assert "/hooks" in out  # the trust step is printed
+        env = {**os.environ, "HOME": str(home), "STUB_API_KEY": "sk-test-not-a-key", "HIVESTREAM_INGEST_TOKEN": TOKEN,
+               "HIVESTREAM_SPOOL_DIR": str(tmp_path / "hook-spool"), "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}"}
+        prompt = "what is 2+3?"
+        r = subprocess.run(["node", str(js), "exec", "--skip-git-repo-check", prompt], env=env, cwd=project, stdin=subprocess.DEVNULL,
+                           capture_output=True, text=True, timeout=180)
+        assert r.returncode == 0, r.stderr[-2000:]
+        assert CODEX_REPLY in r.stdout and stub.requests
+    finally:
+        stub.close()
+
+    def mine() -> list[tuple[bytes, HookEvent]]:
+        return [(v, e) for v, e in _events(kafka_bootstrap, topics) if e.source == "codex" and e.project == "codex-project"]
+
+    wait_until(lambda: any(e.native_event == "agent-turn-complete" for _v, e in mine()), 60, "Codex's notify event")
+    got = mine()
+    stop = next(e for _v, e in got if e.native_event == "agent-turn-complete")
+    assert stop.body == CODEX_REPLY and stop.gateway == "laptop-1" and stop.raw and stop.raw["input-messages"] == [prompt]
+    frames = frames_of([v for v, _e in got], tmp_path, "codex")["frames"]
+    assert any(row[3].endswith(CODEX_REPLY) and "src:codex" in row[3] and "event:stop" in row[3] for row in frames)
