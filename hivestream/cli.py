@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import sys
+
+if sys.argv[1:2] == ["hook"] and sys.argv[0].endswith("hivestream"):  # command hooks start fast: no typer, no duckdb
+    from hivestream.hook_cmd import main as _hook_main
+
+    sys.exit(_hook_main(sys.argv[2:]))
+
 import json
 import os
-import sys
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
@@ -15,6 +21,7 @@ from pydantic import ValidationError
 from rich.console import Console
 
 from hivestream.console import table
+from hivestream.ingest_cli import register as register_ingest
 from hivestream.kafka_opts import BootstrapOpt, NamespaceOpt, PartitionsOpt, kafka_settings, stop_on_signals
 from hivestream.kb_cli import kb_app
 from hivestream.runner import RunReport, run_files
@@ -29,6 +36,7 @@ app = typer.Typer(help="hivestream: dedup AI-agent memory captures into DuckDB p
                   pretty_exceptions_enable=False)
 app.add_typer(stubs_app, name="stubs", help="memory stubs: import stubs.db, match, what-if, queries")
 app.add_typer(kb_app, name="kb", help="KnowHub experiences: run, project, submit, review, search, queries")
+register_ingest(app)  # ingest, hook, hooks install|uninstall (issue 10)
 out = Console(width=max(100, Console().width))
 err = Console(stderr=True)
 

@@ -77,6 +77,9 @@ class HookEvent(BaseModel):
         content: the verbatim prefixed content when the event arrived already prefixed.
         importance: hive-mind importance of the frame it may become.
         raw: the native payload it was adapted from (JSON object), optional.
+        gateway: the id of the gateway whose token posted it to ``hivestream ingest``
+            (set by the server, never taken from the payload); ``None`` for imported files.
+        received_at_ms: when ``hivestream ingest`` received it, epoch ms; ``None`` for imported files.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -94,6 +97,8 @@ class HookEvent(BaseModel):
     content: str | None = None
     importance: Importance = "normal"
     raw: dict[str, Any] | None = None
+    gateway: str | None = Field(default=None, max_length=200)
+    received_at_ms: int | None = Field(default=None, ge=0, le=253402300799999)
 
     @field_validator("source", "session", "parent", "project", "event_type")
     @classmethod

@@ -69,7 +69,11 @@ def detect_runtime(payload: dict[str, Any]) -> str:
     raise RejectedInput(Reason.UNKNOWN_PAYLOAD, "payload matches no known hook format (keys: " + ", ".join(sorted(payload)[:12]) + ")")
 
 
-def adapt(payload: dict[str, Any], *, received_at_ms: int | None = None) -> HookEvent:
+RUNTIMES = ("openclaw", "openclaw-plugin", "knowhub", "codex-notify", "codex", "claude-code", "prefixed")
+"""The runtime names :func:`detect_runtime` returns and :func:`adapt` accepts as ``runtime``."""
+
+
+def adapt(payload: dict[str, Any], *, received_at_ms: int | None = None, runtime: str | None = None) -> HookEvent:
     """Adapt one native hook payload to a HookEvent.
 
     Args:
@@ -77,11 +81,21 @@ def adapt(payload: dict[str, Any], *, received_at_ms: int | None = None) -> Hook
             legacy notify, an OpenClaw internal hook event, or ``{"content": "[hm …] …"}``).
         received_at_ms: the ingest point's clock reading, epoch ms, used when the payload
             carries no time of its own.
+        runtime: one of :data:`RUNTIMES` to skip detection (the ingest server's
+            ``/v1/hooks/{runtime}``); ``None`` detects it from the shape.
 
     Raises:
-        RejectedInput: unknown shape, missing fields or a bad event time.
+        RejectedInput: unknown shape, missing fields or a bad event time; ``unknown_payload``
+            for a runtime name outside :data:`RUNTIMES`.
     """
-    runtime = detect_runtime(payload)
+    if runtime is None:
+        runtime = detect_runtime(payload)
+    elif runtime not in RUNTIMES:
+        raise RejectedInput(Reason.UNKNOWN_PAYLOAD, f"unknown runtime {runtime!r}")
+    elif runtime == "openclaw-plugin" and not isinstance(payload.get("hook"), str):
+        raise RejectedInput(Reason.MISSING_FIELD, "OpenClaw plugin payload needs a string 'hook'")
+    elif runtime == "knowhub" and not isinstance(payload.get("type"), str):
+        raise RejectedInput(Reason.MISSING_FIELD, "KnowHub event needs a string 'type'")
     t = payload_time_ms(payload, received_at_ms)
     if runtime == "openclaw":
         return adapt_openclaw(payload, t)

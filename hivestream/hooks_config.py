@@ -1,0 +1,193 @@
+"""Pure merges of hivestream's hooks into runtime configuration (no file I/O here).
+
+* Claude Code ``settings.json`` and Codex ``hooks.json`` share the layout
+  ``{"hooks": {EVENT: [{"matcher"?: str, "hooks": [HANDLER, ...]}, ...]}}``. hivestream adds one
+  group per event holding one handler and recognises its own handlers by :func:`is_ours` (an
+  ``http`` handler whose URL ends in ``/v1/hooks/<runtime>``, or a ``command`` handler running
+  ``hivestream hook``), so installing removes its earlier handlers first (idempotent, a changed URL
+  replaces the old one) and uninstalling removes only them, dropping groups and events it emptied.
+* Codex's legacy ``notify`` (``config.toml``): one top-level line ``notify = [argv...]``; an
+  existing program is kept as ``--chain JSON`` so it still runs and comes back on uninstall.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+import tomllib
+from typing import Any
+
+CLAUDE_EVENTS: dict[str, str | None] = {
+    "UserPromptSubmit": None,
+    "Stop": None,
+    "SubagentStop": None,
+    "PostToolUse": "kb_submit|kb_search|kb_content|mcp__.*__kb_(submit|search|content)",
+}
+"""Claude Code events hivestream uses (captures, and KnowHub tool calls) and their matchers."""
+
+CODEX_EVENTS: dict[str, str | None] = {"UserPromptSubmit": None, "Stop": None, "PostToolUse": None}
+"""Codex ``hooks.json`` events hivestream uses."""
+
+TOKEN_ENV = "HIVESTREAM_INGEST_TOKEN"
+
+
+def is_ours(handler: Any) -> bool:
+    """True for a handler hivestream installed (http to ``/v1/hooks/...`` or ``hivestream hook``)."""
+    if not isinstance(handler, dict):
+        return False
+    url, cmd = handler.get("url"), handler.get("command")
+    if handler.get("type") == "http" and isinstance(url, str) and "/v1/hooks/" in url:
+        return True
+    return isinstance(cmd, str) and bool(re.search(r"hivestream[\w.-]*[\"']?\s+hook\s", cmd + " "))
+
+
+def http_handler(url: str, runtime: str, timeout_s: int = 5) -> dict[str, Any]:
+    """A Claude Code ``http`` hook posting to ``url/v1/hooks/runtime`` with the bearer token from
+    ``$HIVESTREAM_INGEST_TOKEN`` (listed in ``allowedEnvVars`` so Claude Code expands it)."""
+    return {"type": "http", "url": f"{url.rstrip('/')}/v1/hooks/{runtime}", "headers": {"Authorization": f"Bearer ${TOKEN_ENV}"},
+            "allowedEnvVars": [TOKEN_ENV], "timeout": timeout_s}
+
+
+def command_handler(exe: str, runtime: str, url: str, *, run_async: bool, timeout_s: int = 10) -> dict[str, Any]:
+    """A ``command`` hook running ``exe hook runtime --url url``; with ``run_async`` (Claude Code)
+    ``"async": true`` and ``--detach``, since Claude Code ``-p`` ends a backgrounded hook when it exits."""
+    detach = " --detach" if run_async else ""
+    h: dict[str, Any] = {"type": "command", "command": f"{_quote(exe)} hook {runtime} --url {_quote(url)}{detach}", "timeout": timeout_s}
+    if run_async:
+        h["async"] = True
+    return h
+
+
+def _quote(s: str) -> str:
+    return s if re.fullmatch(r"[\w@%+=:,./-]+", s) else "'" + s.replace("'", "'\"'\"'") + "'"
+
+
+def remove_ours(settings: dict[str, Any]) -> dict[str, Any]:
+    """A copy of ``settings`` without hivestream's handlers (groups and events left empty by that
+    removal are dropped; the user's own entries are kept as they are)."""
+    out = copy.deepcopy(settings)
+    hooks = out.get("hooks")
+    if not isinstance(hooks, dict):
+        return out
+    for event in list(hooks):
+        groups = hooks[event]
+        if not isinstance(groups, list):
+            continue
+        kept = []
+        for g in groups:
+            if isinstance(g, dict) and isinstance(g.get("hooks"), list) and any(is_ours(h) for h in g["hooks"]):
+                rest = [h for h in g["hooks"] if not is_ours(h)]
+                if rest:
+                    kept.append({**g, "hooks": rest})
+            else:
+                kept.append(g)
+        if kept:
+            hooks[event] = kept
+        else:
+            del hooks[event]
+    if not hooks:
+        del out["hooks"]
+    return out
+
+
+def add_ours(settings: dict[str, Any], events: dict[str, str | None], handler_for: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """``settings`` with hivestream's handlers (``handler_for[event]``) for ``events``, replacing
+    any earlier ones.
+
+    Raises:
+        ValueError: when ``settings["hooks"]`` exists but is not an object, or an event's value is
+            not a list (the user's file is left for them to fix).
+    """
+    out = remove_ours(settings)
+    hooks = out.setdefault("hooks", {})
+    if not isinstance(hooks, dict):
+        raise ValueError("'hooks' must be a JSON object")
+    for event, matcher in events.items():
+        groups = hooks.setdefault(event, [])
+        if not isinstance(groups, list):
+            raise ValueError(f"'hooks.{event}' must be a list")
+        group: dict[str, Any] = {"hooks": [handler_for[event]]}
+        if matcher:
+            group = {"matcher": matcher, **group}
+        groups.append(group)
+    return out
+
+
+def dumps(settings: dict[str, Any]) -> str:
+    """JSON text as written back (2-space indent, key order kept, trailing newline)."""
+    return json.dumps(settings, indent=2, ensure_ascii=False) + "\n"
+
+
+_NOTIFY = re.compile(r"^notify\s*=\s*(\[.*\])\s*(#.*)?$")
+
+
+def _top_level_notify(lines: list[str]) -> int | None:
+    for i, ln in enumerate(lines):
+        s = ln.strip()
+        if s.startswith("["):
+            return None
+        if _NOTIFY.match(s):
+            return i
+    return None
+
+
+def _argv_of(line: str) -> list[str]:
+    m = _NOTIFY.match(line.strip())
+    if not m:
+        return []
+    value = tomllib.loads("v = " + m.group(1)).get("v")
+    return [x for x in value if isinstance(x, str)] if isinstance(value, list) else []
+
+
+def _chained(argv: list[str]) -> list[str] | None:
+    """The chained program of a hivestream notify argv, ``[]`` when none, ``None`` when not ours."""
+    if len(argv) < 3 or argv[1:3] != ["hook", "codex-notify"] or "hivestream" not in argv[0]:
+        return None
+    if "--chain" in argv:
+        i = argv.index("--chain")
+        if i + 1 < len(argv):
+            prev = json.loads(argv[i + 1])
+            return [x for x in prev if isinstance(x, str)] if isinstance(prev, list) else []
+    return []
+
+
+def set_notify(toml_text: str, exe: str, url: str) -> str:
+    """``config.toml`` text with ``notify`` running ``exe hook codex-notify``, chaining a program
+    the user already had.
+
+    Raises:
+        ValueError: when an existing ``notify`` value spans several lines (left for the user).
+    """
+    lines = toml_text.splitlines()
+    i = _top_level_notify(lines)
+    if i is None and re.search(r"(?m)^\s*notify\s*=", toml_text.split("\n[", 1)[0]):
+        raise ValueError("config.toml: a multi-line 'notify' value; put it on one line first")
+    prev = _argv_of(lines[i]) if i is not None else []
+    chained = _chained(prev)
+    prev = chained if chained is not None else prev
+    argv = [exe, "hook", "codex-notify", "--url", url]
+    if prev:
+        argv += ["--chain", json.dumps(prev)]
+    line = "notify = " + json.dumps(argv, ensure_ascii=False)
+    if i is not None:
+        lines[i] = line
+    else:
+        lines.insert(0, line)
+    return "\n".join(lines) + "\n"
+
+
+def unset_notify(toml_text: str) -> str:
+    """``config.toml`` text with hivestream's ``notify`` removed, the chained program restored."""
+    lines = toml_text.splitlines()
+    i = _top_level_notify(lines)
+    if i is None:
+        return toml_text
+    chained = _chained(_argv_of(lines[i]))
+    if chained is None:
+        return toml_text
+    if chained:
+        lines[i] = "notify = " + json.dumps(chained, ensure_ascii=False)
+    else:
+        del lines[i]
+    return "\n".join(lines) + ("\n" if lines else "")

@@ -1,0 +1,106 @@
+"""Bearer tokens of ``hivestream ingest``: one gateway id per token, compared in constant time.
+
+Tokens file (``--tokens-file`` / ``HIVESTREAM_INGEST_TOKENS_FILE``): one ``GATEWAY_ID TOKEN`` per
+line, or ``GATEWAY_ID sha256:<64 hex>`` (the SHA-256 of the token, so the file need not hold the
+secret); ``#`` starts a comment, blank lines are ignored. Only SHA-256 digests are kept in memory;
+a presented token is hashed and compared with *every* entry by :func:`hmac.compare_digest`, so the
+time taken does not depend on which entry (if any) matches, nor on how much of it matches.
+Tokens never appear in errors or logs (errors name the line number only).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import ipaddress
+import re
+from dataclasses import dataclass
+
+GATEWAY_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,99}$")
+MIN_TOKEN_CHARS = 16
+_HASHED = re.compile(r"^sha256:([0-9a-fA-F]{64})$")
+
+
+def hash_token(token: str) -> str:
+    """The hashed form of ``token`` for a tokens file: ``sha256:<64 lowercase hex>``."""
+    return "sha256:" + hashlib.sha256(token.encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True)
+class TokenEntry:
+    """One line of a tokens file: the gateway id and the SHA-256 digest (32 bytes) of its token."""
+
+    gateway_id: str
+    digest: bytes
+
+
+def parse_tokens(text: str) -> list[TokenEntry]:
+    """Parse a tokens file.
+
+    Raises:
+        ValueError: naming the line number (never the token) for a line without two fields, an
+            invalid gateway id, a plain token shorter than :data:`MIN_TOKEN_CHARS`, or a digest
+            that appears twice.
+    """
+    out: list[TokenEntry] = []
+    seen: set[bytes] = set()
+    for n, line in enumerate(text.splitlines(), 1):
+        line = line.split("#", 1)[0].strip()
+        if not line:
+            continue
+        parts = line.split()
+        if len(parts) != 2:
+            raise ValueError(f"tokens file line {n}: expected 'GATEWAY_ID TOKEN'")
+        gw, tok = parts
+        if not GATEWAY_ID.match(gw):
+            raise ValueError(f"tokens file line {n}: invalid gateway id (letters, digits, . _ : @ -; at most 100)")
+        m = _HASHED.match(tok)
+        if m:
+            digest = bytes.fromhex(m.group(1))
+        elif len(tok) < MIN_TOKEN_CHARS:
+            raise ValueError(f"tokens file line {n}: token shorter than {MIN_TOKEN_CHARS} characters")
+        else:
+            digest = hashlib.sha256(tok.encode("utf-8")).digest()
+        if digest in seen:
+            raise ValueError(f"tokens file line {n}: this token is already given to another line")
+        seen.add(digest)
+        out.append(TokenEntry(gw, digest))
+    return out
+
+
+class TokenTable:
+    """Looks up the gateway of a bearer token (constant time over the whole table)."""
+
+    def __init__(self, entries: list[TokenEntry]) -> None:
+        """Args: entries: from :func:`parse_tokens` (may be empty: then nothing authenticates)."""
+        self._entries = list(entries)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def gateway_for(self, authorization: str | None) -> str | None:
+        """The gateway id of an ``Authorization`` header value ``Bearer TOKEN``, or ``None``
+        when the header is missing, malformed or the token is unknown."""
+        if not authorization:
+            return None
+        scheme, _, token = authorization.strip().partition(" ")
+        token = token.strip()
+        if scheme.lower() != "bearer" or not token:
+            return None
+        digest = hashlib.sha256(token.encode("utf-8", "surrogatepass")).digest()
+        found: str | None = None
+        for e in self._entries:  # no early exit: every entry is compared
+            if hmac.compare_digest(digest, e.digest):
+                found = e.gateway_id
+        return found
+
+
+def is_loopback(host: str) -> bool:
+    """True when ``host`` is ``localhost`` or a loopback IP (127.0.0.0/8, ::1); a name or any
+    other address (``0.0.0.0`` included) is not."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False

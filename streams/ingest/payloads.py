@@ -1,0 +1,213 @@
+"""Request bodies of ``POST /v1/hooks/{runtime}`` → events to produce and per-payload answers.
+
+A body is one JSON value (an object: one payload; an array: one payload per element) or NDJSON
+(one JSON value per non-blank line). Each payload is adapted by the importers' adapters
+(:func:`streams.adapters.adapt`, detection skipped unless the runtime is ``auto``), stamped with
+the server's receive time (``received_at_ms``, also the event time when the payload has none) and
+the gateway id of the token that posted it (``gateway``; whatever the payload says), redacted as
+``hivestream produce`` redacts (:func:`streams.experiences.scrub.scrub_kb_event`), keyed by
+:func:`streams.keying.hook_event_key` and serialised by :func:`streams.producer.event_value`.
+Anything that does not become an event is a :class:`Rejected` with a reason code and a
+:class:`~streams.deadletter.DeadLetter` to write. Pure: the clock reading is passed in.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+
+from streams.adapters import RUNTIMES, adapt
+from streams.adapters.openclaw_plugin import KB_EVENT_TYPES
+from streams.deadletter import DeadLetter, Reason, RejectedInput
+from streams.decode import sanitize_surrogates
+from streams.events import HookEvent
+from streams.experiences.redact import RedactionMode
+from streams.experiences.scrub import scrub_kb_event
+from streams.keying import hook_event_key
+from streams.producer import MAX_EVENT_BYTES, event_value
+
+ROUTE_RUNTIMES = (*RUNTIMES, "auto")
+"""The ``{runtime}`` path values ``/v1/hooks/{runtime}`` accepts."""
+
+MAX_DEPTH = 64
+"""Deepest nesting of arrays/objects a payload may have (deeper: ``wrong_shape``)."""
+
+MAX_PAYLOADS = 10_000
+"""Most payloads one request may carry (more: the whole body is rejected)."""
+
+
+@dataclass(frozen=True)
+class Item:
+    """One payload of a body: its position, the parsed value (``None`` when unparseable), its
+    original bytes (``None``: an array element, serialised again only when it is rejected), and
+    why it could not be parsed."""
+
+    index: int
+    value: Any
+    raw: bytes | None
+    error: RejectedInput | None = None
+
+    @property
+    def original(self) -> bytes:
+        """The payload's bytes as received (an array element: its compact JSON)."""
+        return self.raw if self.raw is not None else _dumps(self.value)
+
+
+@dataclass(frozen=True)
+class Accepted:
+    """A payload that became an event: the record key and value for ``hook-events``."""
+
+    index: int
+    event_id: str
+    key: bytes
+    value: bytes
+
+
+@dataclass(frozen=True)
+class Rejected:
+    """A payload that became no event, with its dead-letter record."""
+
+    index: int
+    reason: str
+    detail: str
+    dead_letter: DeadLetter
+
+
+def split_body(body: bytes) -> list[Item]:
+    """The payloads of a request body.
+
+    Raises:
+        RejectedInput: for the whole body: ``not_utf8``, ``malformed_json`` (no line of it is
+            JSON), ``wrong_shape`` (empty, or more than :data:`MAX_PAYLOADS` payloads).
+    """
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise RejectedInput(Reason.NOT_UTF8, f"body is not valid UTF-8: {e}") from e
+    if not text.strip():
+        raise RejectedInput(Reason.WRONG_SHAPE, "empty body")
+    surrogates = "\\ud" in text or "\\uD" in text
+    items: list[Item] = []
+    try:
+        whole = json.loads(text)
+    except (json.JSONDecodeError, RecursionError) as e:
+        first_error = e
+        lines = [ln for ln in text.splitlines() if ln.strip()]
+        if len(lines) < 2:
+            raise RejectedInput(Reason.MALFORMED_JSON, f"body is not JSON: {_err(first_error)}") from e
+        for i, ln in enumerate(lines):
+            raw = ln.encode("utf-8")
+            try:
+                items.append(Item(i, json.loads(ln), raw))
+            except (json.JSONDecodeError, RecursionError) as le:
+                items.append(Item(i, None, raw, RejectedInput(Reason.MALFORMED_JSON, f"line {i + 1} is not JSON: {_err(le)}")))
+        if all(it.error for it in items):
+            raise RejectedInput(Reason.MALFORMED_JSON, f"body is neither JSON nor NDJSON: {_err(first_error)}") from e
+    else:
+        items = [Item(i, v, None) for i, v in enumerate(whole)] if isinstance(whole, list) else [Item(0, whole, body)]
+    if len(items) > MAX_PAYLOADS:
+        raise RejectedInput(Reason.WRONG_SHAPE, f"{len(items)} payloads in one request; at most {MAX_PAYLOADS}")
+    if surrogates:
+        items = [Item(it.index, sanitize_surrogates(it.value), it.raw, it.error) for it in items]
+    return items
+
+
+def _err(e: Exception) -> str:
+    return "nested too deeply" if isinstance(e, RecursionError) else str(e)
+
+
+def _dumps(v: Any) -> bytes:
+    try:
+        return json.dumps(v, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "surrogatepass")
+    except (ValueError, RecursionError):
+        return repr(v).encode("utf-8", "replace")
+
+
+def depth_exceeds(value: Any, limit: int = MAX_DEPTH) -> bool:
+    """True when ``value`` nests arrays/objects deeper than ``limit`` (iterative: no recursion)."""
+    if not isinstance(value, dict | list):
+        return False
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        v, d = stack.pop()
+        if d > limit:
+            return True
+        children = v.values() if isinstance(v, dict) else v
+        stack.extend((x, d + 1) for x in children if isinstance(x, dict | list))
+    return False
+
+
+def to_event(value: Any, runtime: str, *, gateway: str, received_at_ms: int) -> HookEvent:
+    """Adapt one parsed payload and stamp it.
+
+    Args:
+        value: the parsed JSON value.
+        runtime: one of :data:`ROUTE_RUNTIMES`.
+        gateway: the authenticated gateway id (overrides anything in the payload).
+        received_at_ms: the server's receive time, epoch ms.
+
+    Raises:
+        RejectedInput: ``wrong_shape`` (not an object, too deep, a serialised HookEvent, a field
+            of the wrong type), ``unknown_payload``, ``missing_field``, ``bad_timestamp``, ...
+    """
+    if not isinstance(value, dict):
+        raise RejectedInput(Reason.WRONG_SHAPE, f"a payload must be a JSON object, got {type(value).__name__}")
+    if depth_exceeds(value):
+        raise RejectedInput(Reason.WRONG_SHAPE, f"payload nests deeper than {MAX_DEPTH} levels")
+    if "schema_version" in value and value.get("type") not in KB_EVENT_TYPES:
+        raise RejectedInput(Reason.WRONG_SHAPE, "serialised hivestream events are not accepted over HTTP; post the runtime's native payload")
+    try:
+        ev = adapt(value, received_at_ms=received_at_ms, runtime=None if runtime == "auto" else runtime)
+    except RejectedInput:
+        raise
+    except ValidationError as e:
+        raise RejectedInput(Reason.WRONG_SHAPE, "; ".join(f"{'.'.join(map(str, x['loc']))}: {x['msg']}" for x in e.errors()[:5])) from e
+    except (TypeError, ValueError, AttributeError, KeyError) as e:
+        raise RejectedInput(Reason.WRONG_SHAPE, f"unexpected shape: {type(e).__name__}: {e}") from e
+    return ev.model_copy(update={"gateway": gateway, "received_at_ms": received_at_ms})
+
+
+def process(
+    items: list[Item],
+    runtime: str,
+    *,
+    gateway: str,
+    received_at_ms: int,
+    privacy_mode: RedactionMode,
+    source: str,
+) -> tuple[list[Accepted], list[Rejected]]:
+    """Turn a body's payloads into records to produce and rejections to dead-letter.
+
+    Args:
+        items: from :func:`split_body`.
+        runtime: one of :data:`ROUTE_RUNTIMES`.
+        gateway: the authenticated gateway id.
+        received_at_ms: the server's receive time, epoch ms (event time fallback, dead-letter time).
+        privacy_mode: KnowHub redaction mode (strict: payloads redacted before the topic).
+        source: the dead letters' ``source`` (e.g. ``ingest:<gateway>:<runtime>``).
+    """
+    accepted: list[Accepted] = []
+    rejected: list[Rejected] = []
+    for it in items:
+        ev: HookEvent | None = None
+        try:
+            if it.error is not None:
+                raise it.error
+            ev = to_event(it.value, runtime, gateway=gateway, received_at_ms=received_at_ms)
+            scrubbed = scrub_kb_event(ev, privacy_mode)
+            value = event_value(scrubbed)
+            if len(value) > MAX_EVENT_BYTES:
+                raise RejectedInput(Reason.BODY_TOO_LARGE, f"event is {len(value)} bytes, over the {MAX_EVENT_BYTES}-byte record limit")
+            accepted.append(Accepted(it.index, ev.event_id, hook_event_key(scrubbed), value))
+        except RejectedInput as e:
+            dl = DeadLetter.of(e, it.original, source, 0, it.index, received_at_ms, event_id=ev.event_id if ev else "")
+            rejected.append(Rejected(it.index, str(e.reason), e.detail[:500], dl))
+    return accepted, rejected
+
+
+def body_dead_letter(err: RejectedInput, body: bytes, *, source: str, received_at_ms: int) -> DeadLetter:
+    """The dead-letter record of a whole body that could not be read (not UTF-8, not JSON, ...)."""
+    return DeadLetter.of(err, body, source, 0, 0, received_at_ms)
