@@ -60,7 +60,7 @@ def hand(tmp_path: Path) -> duckdb.DuckDBPyConnection:
         con.execute("INSERT INTO frames VALUES (?, ?, ?, ?, ?, ?, ?, NULL, ?, 'normal', ?, ?, ?, ?, ?)",
                     [fid, key, key, prefix + body, src, sess, et, proj, times[0], min(times), max(times), len(caps),
                      sorted({c[2] for c in caps})])
-    con.executemany("INSERT INTO frame_captures VALUES (?, ?, ?, ?, 'x', ?, ?, 0, 0)", [list(c) for c in CAPTURES])
+    con.executemany("INSERT INTO frame_captures VALUES (?, ?, ?, ?, 'x', ?, ?, 0, 0, false)", [list(c) for c in CAPTURES])
     return con
 
 
