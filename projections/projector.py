@@ -12,8 +12,8 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
+from projections.consumer import PartitionReader, TopicPartition
 from projections.sink import DuckSink, publish_snapshot, write_heartbeat
 from streams.clock import Clock, wall_clock_ms
 from streams.codec import frame_event_from_json
@@ -39,7 +39,7 @@ class Projector:
         sink: the DuckDB writer.
         bootstrap: Kafka ``bootstrap.servers``.
         frames_topic, dead_letter_topic: topics to project.
-        batch_max: records per poll and per transaction (kafka-python ``max_poll_records``).
+        batch_max: records per poll and per transaction.
         snapshot_every_s: seconds between snapshot publications (0: never).
         clock: epoch-ms clock.
         from_time_ms: where a partition with no stored position starts: the first record
@@ -59,8 +59,6 @@ class Projector:
         clock: Clock = wall_clock_ms,
         from_time_ms: int | None = None,
     ) -> None:
-        from kafka import KafkaConsumer, TopicPartition
-
         self.sink = sink
         self.frames_topic = frames_topic
         self.dead_letter_topic = dead_letter_topic
@@ -68,20 +66,10 @@ class Projector:
         self.snapshot_every_s = snapshot_every_s
         self.clock = clock
         self.report = ProjectorReport()
-        self.consumer = KafkaConsumer(
-            bootstrap_servers=bootstrap,
-            client_id="hivestream-projector",
-            group_id=None,
-            enable_auto_commit=False,
-            auto_offset_reset="earliest",
-            max_poll_records=batch_max,
-            fetch_max_bytes=64 * 1024 * 1024,
-            max_partition_fetch_bytes=8 * 1024 * 1024,
-        )
-        self.tps: list[Any] = []
+        self.consumer = PartitionReader(bootstrap, client_id="hivestream-projector")
+        self.tps: list[TopicPartition] = []
         for topic in (frames_topic, dead_letter_topic):
-            parts = self._partitions(topic)
-            self.tps.extend(TopicPartition(topic, p) for p in sorted(parts))
+            self.tps.extend(TopicPartition(topic, p) for p in self.consumer.partitions(topic))
         self.consumer.assign(self.tps)
         by_time = self.consumer.offsets_for_times(dict.fromkeys(self.tps, from_time_ms)) if from_time_ms is not None else {}
         ends = self.consumer.end_offsets(self.tps) if from_time_ms is not None else {}
@@ -96,16 +84,6 @@ class Projector:
                 sink.apply_batch([], [], {(tp.topic, tp.partition): start})
             else:
                 self.consumer.seek_to_beginning(tp)
-
-    def _partitions(self, topic: str, timeout_s: float = 30.0) -> set[int]:
-        deadline = time.monotonic() + timeout_s
-        while True:
-            parts = self.consumer.partitions_for_topic(topic)
-            if parts:
-                return set(parts)
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"topic {topic!r} does not exist (run `hivestream topics` or start a worker first)")
-            time.sleep(0.2)
 
     def lag(self) -> int:
         """Records between the stored positions and the end of every partition."""

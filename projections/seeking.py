@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any, Generic, TypeVar
+from typing import Generic, TypeVar
+
+from projections.consumer import PartitionReader, TopicPartition
 
 R = TypeVar("R")
 
@@ -24,7 +26,7 @@ class SeekingProjector(Generic[R]):
         position: ``(topic, partition) → next offset`` as stored in the projection.
         report: the subclass's counters, returned by :meth:`run`.
         client_id: Kafka ``client.id``.
-        batch_max: records per poll (kafka-python ``max_poll_records``).
+        batch_max: records per poll.
 
     Raises:
         RuntimeError: when a topic does not exist within 30 s.
@@ -32,22 +34,13 @@ class SeekingProjector(Generic[R]):
 
     def __init__(self, bootstrap: str, topics: list[str], position: Callable[[str, int], int], report: R, *, client_id: str,
                  batch_max: int) -> None:
-        from kafka import KafkaConsumer, TopicPartition
-
         self.position = position
         self.report = report
         self.batch_max = batch_max
-        self.consumer = KafkaConsumer(bootstrap_servers=bootstrap, client_id=client_id, group_id=None, enable_auto_commit=False,
-                                      auto_offset_reset="earliest", max_poll_records=batch_max, fetch_max_bytes=64 * 1024 * 1024,
-                                      max_partition_fetch_bytes=8 * 1024 * 1024)
-        self.tps: list[Any] = []
+        self.consumer = PartitionReader(bootstrap, client_id=client_id)
+        self.tps: list[TopicPartition] = []
         for topic in topics:
-            deadline = time.monotonic() + 30.0
-            while not (parts := self.consumer.partitions_for_topic(topic)):
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"topic {topic!r} does not exist (create the topics or start a worker first)")
-                time.sleep(0.2)
-            self.tps.extend(TopicPartition(topic, p) for p in sorted(parts))
+            self.tps.extend(TopicPartition(topic, p) for p in self.consumer.partitions(topic))
         self.consumer.assign(self.tps)
         for tp in self.tps:
             self.consumer.seek(tp, position(tp.topic, tp.partition))

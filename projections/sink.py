@@ -149,15 +149,21 @@ class DuckSink:
             applied = (0, 0)
             if batch.num_rows:
                 con.register("_batch", batch)
+                # the primary key finds the event ids applied before (one index probe per row, not a scan of
+                # frame_captures per batch); RETURNING gives the ids inserted now, the first of each in the batch
+                inserted = con.execute(
+                    """INSERT INTO frame_captures SELECT event_id, frame_id, source, session, event_type, event_time_ms,
+                       is_duplicate, src_partition, src_offset, is_late FROM _batch
+                       QUALIFY row_number() OVER (PARTITION BY event_id ORDER BY seq) = 1
+                       ON CONFLICT DO NOTHING RETURNING event_id"""
+                ).to_arrow_table()
+                con.register("_inserted", inserted)
                 con.execute(
                     """CREATE OR REPLACE TEMP TABLE _new AS
-                       SELECT b.* FROM _batch b ANTI JOIN frame_captures fc ON fc.event_id = b.event_id
+                       SELECT b.* FROM _batch b SEMI JOIN _inserted i ON i.event_id = b.event_id
                        QUALIFY row_number() OVER (PARTITION BY b.event_id ORDER BY b.seq) = 1"""
                 )
-                con.execute(
-                    """INSERT INTO frame_captures SELECT event_id, frame_id, source, session,
-                       event_type, event_time_ms, is_duplicate, src_partition, src_offset, is_late FROM _new"""
-                )
+                con.unregister("_inserted")
                 con.execute(_MERGE_FRAMES)
                 row = con.execute("SELECT count(*) FILTER (WHERE NOT is_duplicate), count(*) FILTER (WHERE is_duplicate) FROM _new").fetchone()
                 applied = (int(row[0]), int(row[1])) if row else (0, 0)

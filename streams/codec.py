@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import orjson
@@ -52,8 +51,8 @@ def frame_event_from_json(raw: bytes) -> FrameEvent:
 
 def _load(raw: bytes) -> dict[str, Any]:
     try:
-        d = json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as e:
+        d = orjson.loads(raw)
+    except orjson.JSONDecodeError as e:
         raise RejectedInput(Reason.MALFORMED_JSON, str(e)) from e
     if not isinstance(d, dict):
         raise RejectedInput(Reason.WRONG_SHAPE, "record must be a JSON object")
