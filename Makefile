@@ -37,8 +37,10 @@ test: $(STAMP) $(MINILM) lint
 	$(BIN)/python -m pytest
 
 bench: $(STAMP)
+	$(BIN)/python -m pip install -q -e '.[dev,bench]'
 	$(BIN)/python bench/bench_dedup_core.py
 	$(BIN)/python bench/bench_kafka.py
+	$(BIN)/python bench/bench_run.py
 
 # the report on 200,000 generated events (target < 10 s); see bench/RESULTS.md
 bench-report: $(STAMP)

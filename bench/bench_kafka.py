@@ -1,16 +1,20 @@
-"""Benchmark the Kafka path on the real broker, each stage next to the raw consume rate.
+"""Benchmark every Kafka stage on a generated multi-day backlog, each next to its anchor in the same run.
 
-Stages, each measured in a fresh process (peak RSS from ``ru_maxrss``) and repeated ``--runs``
-times (median events/s):
+Input: ``bench/backlog.py`` with ``--turns`` turns (4 capture events each; default 50,000 turns =
+200,000 events over twelve days: 4 gateways, 4 channels, 1,200 sessions, double capture, re-sent
+short prompts, late gateway lines, a few bad lines), ``--partitions`` partitions (default 4).
+Each stage runs ``--runs`` times (median; peak RSS the largest):
 
-* raw consume of ``hook-events`` with aiokafka (the client faust uses);
-* the faust worker (validate + dedup agents) over the same records: from its first committed
-  offset to zero lag on ``hook-events`` and ``captures``, peak RSS of the worker process;
-* raw consume of ``frames`` with kafka-python (the client the projector uses);
-* the projector over that ``frames`` topic into a fresh DuckDB file.
+* ``produce``: ``streams.producer.produce_files`` (what ``hivestream produce`` runs) from the file,
+  vs a raw aiokafka producer sending the same pre-serialised records one ``send()`` each;
+* ``worker``: ``hivestream worker`` from start to a consumer group with zero lag, vs the faust
+  no-op agent (``bench/faust_noop.py``, same app settings) on the same topic; the Quix Streams
+  dedup job (``bench/quix_dedup.py``, the ``bench`` extra) is printed beside it when installed;
+* ``projector``: ``frames`` → DuckDB (a fresh file each run), vs a raw consume of the same topic with
+  the same client (aiokafka through :class:`projections.consumer.PartitionReader`).
 
-Usage: ``python bench/bench_kafka.py [--rounds 20] [--runs 3]``. It uses
-``KAFKA_BOOTSTRAP_SERVERS`` when set, else starts the ``deploy/kafka`` broker and stops it.
+Usage: ``python bench/bench_kafka.py [--turns 50000] [--runs 3]``. Uses ``KAFKA_BOOTSTRAP_SERVERS``
+when set, else starts the ``deploy/kafka`` broker and stops it.
 """
 
 from __future__ import annotations
@@ -31,20 +35,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from streams.topics import Topics  # noqa: E402
-from tests.corpus import CORPUS  # noqa: E402
-from tests.kafka_harness import (  # noqa: E402
-    corpus_events,
-    create_topics,
-    end_offset_sum,
-    group_lag,
-    mixed_lines,
-    produce,
-    start_worker,
-    stop,
-    unique_namespace,
-    wait_until,
-)
+from bench.backlog import BacklogSpec, write_backlog  # noqa: E402
+from streams.topics import Topics, ensure_topics  # noqa: E402
+from tests.kafka_harness import end_offset_sum, group_lag, stop, unique_namespace  # noqa: E402
 
 
 def peak_rss_mib() -> float:
@@ -52,64 +45,53 @@ def peak_rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def stage_raw_aiokafka(bootstrap: str, topic: str) -> dict[str, float]:
-    """Consume ``topic`` from offset 0 to its end with aiokafka; records/s."""
-    from aiokafka import AIOKafkaConsumer, TopicPartition
-    from kafka import KafkaConsumer
+def stage_produce(bootstrap: str, namespace: str, path: str) -> dict[str, float]:
+    """``produce_files`` of the backlog into ``namespace``; events/s."""
+    from streams.clock import wall_clock_ms
+    from streams.producer import produce_files
 
-    meta = KafkaConsumer(bootstrap_servers=bootstrap)
-    parts = meta.partitions_for_topic(topic) or set()
-    meta.close()
-
-    async def go() -> tuple[int, float]:
-        c = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, auto_offset_reset="earliest")
-        await c.start()
-        tps = [TopicPartition(topic, p) for p in parts]
-        c.assign(tps)
-        await c.seek_to_beginning(*tps)
-        ends = await c.end_offsets(tps)
-        n, t0 = 0, time.perf_counter()
-        while True:
-            positions = [await c.position(tp) for tp in tps]
-            if all(pos >= ends[tp] for pos, tp in zip(positions, tps, strict=True)):
-                break
-            batch = await c.getmany(timeout_ms=500, max_records=5000)
-            n += sum(len(v) for v in batch.values())
-        dt = time.perf_counter() - t0
-        await c.stop()
-        return n, dt
-
-    n, dt = asyncio.run(go())
-    return {"records": n, "rate": n / dt, "rss": peak_rss_mib()}
-
-
-def stage_raw_kafka_python(bootstrap: str, topic: str) -> dict[str, float]:
-    """Consume ``topic`` from offset 0 to its end with kafka-python; records/s."""
-    from kafka import KafkaConsumer, TopicPartition
-
-    c = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, group_id=None, max_poll_records=5000,
-                      fetch_max_bytes=64 * 1024 * 1024, max_partition_fetch_bytes=8 * 1024 * 1024)
-    tps = [TopicPartition(topic, p) for p in c.partitions_for_topic(topic) or set()]
-    c.assign(tps)
-    c.seek_to_beginning(*tps)
-    ends = c.end_offsets(tps)
-    n, t0 = 0, time.perf_counter()
-    while any(c.position(tp) < ends[tp] for tp in tps):
-        n += sum(len(v) for v in c.poll(timeout_ms=500, max_records=5000).values())
+    t0 = time.perf_counter()
+    rep = produce_files([Path(path)], bootstrap, Topics(namespace), now_ms=wall_clock_ms)
     dt = time.perf_counter() - t0
-    c.close()
-    return {"records": n, "rate": n / dt, "rss": peak_rss_mib()}
+    return {"records": rep.events, "rate": rep.events / dt, "rss": peak_rss_mib()}
 
 
-def stage_projector(bootstrap: str, namespace: str) -> dict[str, float]:
-    """Project ``frames`` + ``dead-letter`` into a fresh DuckDB file; records/s."""
+def stage_raw_produce(bootstrap: str, namespace: str, path: str) -> dict[str, float]:
+    """The same records, serialised beforehand, sent by aiokafka's idempotent producer one ``send()`` each; events/s."""
+    from aiokafka import AIOKafkaProducer
+
+    from streams.clock import wall_clock_ms
+    from streams.producer import ProduceReport, hook_records
+
+    t = Topics(namespace)
+    recs = [(k, v) for topic, k, v in hook_records([Path(path)], t, ProduceReport(), now_ms=wall_clock_ms) if topic == t.hook_events]
+
+    async def go() -> float:
+        p = AIOKafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=True, acks="all", linger_ms=10, max_batch_size=1_048_576,
+                             max_request_size=2_097_152)
+        await p.start()
+        t0 = time.perf_counter()
+        futs = [await p.send(t.hook_events, v, key=k) for k, v in recs]
+        await p.flush()
+        for f in futs:
+            await f
+        dt = time.perf_counter() - t0
+        await p.stop()
+        return dt
+
+    dt = asyncio.run(go())
+    return {"records": len(recs), "rate": len(recs) / dt, "rss": peak_rss_mib()}
+
+
+def stage_projector(bootstrap: str, namespace: str, version: str) -> dict[str, float]:
+    """Project ``frames[.version]`` + ``dead-letter`` into a fresh DuckDB file; records/s."""
     from projections.projector import Projector
     from projections.sink import DuckSink
 
-    t = Topics(namespace)
+    t = Topics(namespace, version)
     with tempfile.TemporaryDirectory() as d:
         sink = DuckSink(Path(d) / "bench.duckdb")
-        p = Projector(sink, bootstrap, t.frames, t.dead_letter, snapshot_every_s=0)
+        p = Projector(sink, bootstrap, t.frames, t.dead_letter, snapshot_every_s=0, batch_max=20_000)
         t0 = time.perf_counter()
         rep = p.run(until_caught_up=True)
         dt = time.perf_counter() - t0
@@ -118,90 +100,140 @@ def stage_projector(bootstrap: str, namespace: str) -> dict[str, float]:
     return {"records": rep.records, "rate": rep.records / dt, "rss": peak_rss_mib()}
 
 
+def stage_raw_consume(bootstrap: str, topic: str) -> dict[str, float]:
+    """Consume ``topic`` from offset 0 to its end with the projector's client; records/s."""
+    from projections.consumer import PartitionReader, TopicPartition
+
+    c = PartitionReader(bootstrap, client_id="bench-raw")
+    tps = [TopicPartition(topic, p) for p in c.partitions(topic)]
+    c.assign(tps)
+    for tp in tps:
+        c.seek_to_beginning(tp)
+    ends = c.end_offsets(tps)
+    n, t0 = 0, time.perf_counter()
+    pos = dict.fromkeys(tps, 0)
+    while any(pos[tp] < ends[tp] for tp in tps):
+        for tp, recs in c.poll(timeout_ms=500, max_records=20_000).items():
+            n += len(recs)
+            pos[tp] = recs[-1].offset + 1
+    dt = time.perf_counter() - t0
+    c.close()
+    return {"records": n, "rate": n / dt, "rss": peak_rss_mib()}
+
+
+STAGES = {"produce": stage_produce, "raw-produce": stage_raw_produce, "projector": stage_projector, "raw-consume": stage_raw_consume}
+
+
 def run_stage(name: str, *args: str) -> dict[str, float]:
-    """Run one stage in a fresh interpreter and return its figures."""
+    """Run one in-process stage in a fresh interpreter and return its figures."""
     out = subprocess.run([sys.executable, __file__, "--stage", name, *args], capture_output=True, text=True, check=True,
                          env={**os.environ, "PYTHONPATH": str(ROOT)})
     result: dict[str, float] = json.loads(out.stdout.strip().splitlines()[-1])
     return result
 
 
-def safe_lag(bootstrap: str, group: str, topics: list[str], default: int) -> int:
-    """:func:`group_lag`, or ``default`` while the group coordinator is not ready."""
+def _lag(bootstrap: str, group: str, topic: str, default: int) -> int:
     from kafka.errors import KafkaError
 
     try:
-        return group_lag(bootstrap, group, topics)
+        return group_lag(bootstrap, group, [topic])
     except KafkaError:
         return default
 
 
-def worker_run(bootstrap: str, recs: list[tuple[bytes, bytes]], partitions: int) -> tuple[dict[str, float], str]:
-    """Produce ``recs`` into a fresh namespace, run one worker until zero lag; its rate and RSS."""
-    topics = Topics(unique_namespace("bench"))
-    create_topics(bootstrap, topics, partitions=partitions, hook_partitions=partitions)
-    produce(bootstrap, topics.hook_events, recs)
-    group = f"{topics.namespace}-dedup"
-    with tempfile.TemporaryDirectory() as d:
-        w = start_worker(bootstrap, topics.namespace, Path(d))
-        try:
-            total = len(recs)
-            wait_until(lambda: safe_lag(bootstrap, group, [topics.hook_events], total) < total, 180, "the worker to start", 0.05)
-            t0 = time.perf_counter()
-            start_lag = group_lag(bootstrap, group, [topics.hook_events])
-            wait_until(lambda: group_lag(bootstrap, group, [topics.hook_events, topics.captures]) == 0, 600, "zero lag", 0.1)
-            dt = time.perf_counter() - t0
-            status = Path(f"/proc/{w.pid}/status").read_text()
-            hwm = next(int(line.split()[1]) for line in status.splitlines() if line.startswith("VmHWM")) / 1024
-        finally:
-            stop(w)
-    return {"records": start_lag, "rate": start_lag / dt, "rss": hwm}, topics.namespace
+def consume_to_zero_lag(bootstrap: str, cmd: list[str], group: str, topic: str, timeout_s: float = 1800) -> dict[str, float]:
+    """Start ``cmd``, time it from its group's first commit to zero lag on ``topic``; peak RSS (VmHWM) of the process."""
+    total = end_offset_sum(bootstrap, topic)
+    p = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                         env={**os.environ, "KAFKA_BOOTSTRAP_SERVERS": bootstrap, "PYTHONPATH": str(ROOT)})
+    try:
+        deadline = time.monotonic() + timeout_s
+        while (lag := _lag(bootstrap, group, topic, total)) >= total:
+            if time.monotonic() > deadline or p.poll() is not None:
+                raise RuntimeError(f"{cmd[:3]} did not start consuming")
+            time.sleep(0.05)
+        t0, start_lag = time.perf_counter(), lag
+        hwm = 0.0
+        while _lag(bootstrap, group, topic, total) > 0:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{cmd[:3]} did not catch up")
+            status = Path(f"/proc/{p.pid}/status").read_text()
+            hwm = max(hwm, next(int(line.split()[1]) for line in status.splitlines() if line.startswith("VmHWM")) / 1024)
+            time.sleep(0.1)
+        dt = time.perf_counter() - t0
+    finally:
+        stop(p)
+    return {"records": start_lag, "rate": start_lag / dt, "rss": hwm}
 
 
 def main() -> None:
-    """Run every stage and print the figures and the ratios."""
+    """Run every stage and print the figures, their anchors and the ratios."""
     ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--rounds", type=int, default=20)
+    ap.add_argument("--turns", type=int, default=50_000)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--partitions", type=int, default=4)
     ap.add_argument("--stage")
     ap.add_argument("args", nargs="*")
     a = ap.parse_args()
     if a.stage:
-        fn = {"raw-aiokafka": stage_raw_aiokafka, "raw-kafka-python": stage_raw_kafka_python, "projector": stage_projector}[a.stage]
-        print(json.dumps(fn(*a.args)))
+        print(json.dumps(STAGES[a.stage](*a.args)))
         return
 
     from tests.kafka_broker import kafka_broker
 
-    with kafka_broker() as bootstrap:
-        recs = mixed_lines(corpus_events(CORPUS, rounds=a.rounds), bad=[])
-        print(f"machine: {platform.machine()}, {os.cpu_count()} cores, python {platform.python_version()}; "
-              f"{len(recs)} hook-event records ({a.rounds} rounds of the corpus with the gateway capture), "
-              f"{a.partitions} partitions")
-        workers, namespaces = [], []
+    figs: dict[str, list[dict[str, float]]] = {}
+    with tempfile.TemporaryDirectory() as d, kafka_broker() as bootstrap:
+        log = Path(d) / "backlog.jsonl"
+        lines = write_backlog(log, BacklogSpec(turns=a.turns))
+        size = log.stat().st_size
+        print(f"machine: {platform.machine()}, {os.cpu_count()} cores, python {platform.python_version()}; backlog: {lines} lines "
+              f"({size / lines:.0f} bytes each), {a.partitions} partitions, broker on the same machine", flush=True)
+        namespaces = []
         for _ in range(a.runs):
-            fig, ns = worker_run(bootstrap, recs, a.partitions)
-            workers.append(fig)
+            ns = unique_namespace("bench")
+            ensure_topics(bootstrap, Topics(ns).specs(a.partitions))
             namespaces.append(ns)
-        ns = namespaces[-1]
+            figs.setdefault("produce", []).append(run_stage("produce", bootstrap, ns, str(log)))
+            raw_ns = unique_namespace("bench-raw")
+            ensure_topics(bootstrap, Topics(raw_ns).specs(a.partitions))
+            figs.setdefault("raw-produce", []).append(run_stage("raw-produce", bootstrap, raw_ns, str(log)))
+        ns = namespaces[0]
         t = Topics(ns)
-        raw_hook = [run_stage("raw-aiokafka", bootstrap, t.hook_events) for _ in range(a.runs)]
-        raw_frames = [run_stage("raw-kafka-python", bootstrap, t.frames) for _ in range(a.runs)]
-        projector = [run_stage("projector", bootstrap, ns) for _ in range(a.runs)]
-        frames_n = end_offset_sum(bootstrap, t.frames)
+        quix = ROOT / "bench" / "quix_dedup.py"
+        has_quix = subprocess.run([sys.executable, "-c", "import quixstreams"], capture_output=True).returncode == 0
+        for i in range(a.runs):
+            wd = Path(d) / f"w{i}"
+            figs.setdefault("worker", []).append(consume_to_zero_lag(
+                bootstrap, [sys.executable, "-m", "hivestream", "worker", "--namespace", ns, "--data-dir", str(wd), "--frames-version", f"b{i}"],
+                f"{ns}-dedup-b{i}", t.hook_events))
+            figs.setdefault("noop", []).append(consume_to_zero_lag(
+                bootstrap, [sys.executable, str(ROOT / "bench" / "faust_noop.py"), ns, f"noop-{ns}-{i}"], f"noop-{ns}-{i}", t.hook_events))
+            if has_quix:
+                figs.setdefault("quix", []).append(consume_to_zero_lag(
+                    bootstrap, [sys.executable, str(quix), bootstrap, ns, f"quix-{ns}-{i}", str(Path(d) / f"q{i}")], f"quix-{ns}-{i}", t.hook_events))
+        frames = Topics(ns, "b0")
+        for _ in range(a.runs):
+            figs.setdefault("projector", []).append(run_stage("projector", bootstrap, ns, "b0"))
+            figs.setdefault("raw-consume", []).append(run_stage("raw-consume", bootstrap, frames.frames))
 
-    def show(name: str, figs: list[dict[str, float]]) -> float:
-        rate = statistics.median(f["rate"] for f in figs)
-        print(f"{name:<44} {rate:>10,.0f} records/s (median of {len(figs)}), peak RSS {max(f['rss'] for f in figs):,.0f} MiB")
+    def show(name: str, key: str) -> float:
+        f = figs.get(key)
+        if not f:
+            print(f"{name:<58} not measured")
+            return float("nan")
+        rate = statistics.median(x["rate"] for x in f)
+        print(f"{name:<58} {rate:>10,.0f} records/s (median of {len(f)}), peak RSS {max(x['rss'] for x in f):,.0f} MiB")
         return rate
 
-    r_raw_hook = show("raw consume hook-events (aiokafka)", raw_hook)
-    r_worker = show("faust worker: validate + dedup (hook-events)", workers)
-    r_raw_frames = show(f"raw consume frames, {frames_n} records (kafka-python)", raw_frames)
-    r_proj = show("projector frames -> DuckDB", projector)
-    print(f"ratio dedup agent / raw consume: {r_worker / r_raw_hook:.3f}")
-    print(f"ratio projector / raw consume:   {r_proj / r_raw_frames:.3f}")
+    print()
+    p, rp = show("hivestream produce (import + key + send)", "produce"), show("raw aiokafka producer, same records", "raw-produce")
+    w, nf = show("hivestream worker (decode, dedup, frames)", "worker"), show("faust no-op agent, same topic", "noop")
+    q = show("Quix Streams dedup job, same topic", "quix")
+    pr, rc = show("projector frames -> DuckDB", "projector"), show("raw consume of frames, same client (aiokafka)", "raw-consume")
+    print(f"\nratio produce / raw producer:     {p / rp:.2f}")
+    print(f"ratio worker / faust no-op agent: {w / nf:.2f}")
+    print(f"ratio worker / Quix Streams job:  {w / q:.2f}" if q == q else "ratio worker / Quix Streams job:  not measured (pip install -e '.[bench]')")
+    print(f"ratio projector / raw consume:    {pr / rc:.2f}")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,122 @@
+"""Benchmark ``hivestream run`` (the embedded runner) against hive-mind's indexed dedup, and its memory at 10× the input.
+
+Input: ``bench/backlog.py`` with ``--turns`` turns (default 50,000 = 200,000 capture events).
+
+* ``hivestream run``: import, dedup, DuckDB (a fresh file), in a fresh process; captures/s and peak RSS.
+* anchor: hive-mind's own way of deduplicating (``bench/hivemind/dedup.mjs``: Node, better-sqlite3,
+  ``sha256(stripHmPrefix(content).trim())`` then an indexed ``content_hash`` lookup and an UPDATE or
+  INSERT per capture) on the same captures, already parsed (no JSON parsing in its timing).
+* scale: ``hivestream run`` on ``--scale`` times the turns (default 10: 2,000,000 events); its peak
+  RSS over the one at 1× (the dedup state is bounded by the window, not by the input).
+
+Usage: ``python bench/bench_run.py [--turns 50000] [--runs 3] [--scale 10]``; the anchor needs
+``npm install`` in ``bench/hivemind`` (done on first use).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.backlog import BacklogSpec, write_backlog  # noqa: E402
+
+HIVEMIND = ROOT / "bench" / "hivemind"
+
+
+def stage_run(path: str, db: str) -> dict[str, float]:
+    """``run_files`` of ``path`` into ``db``; captures/s and peak RSS (MiB)."""
+    from hivestream.runner import run_files
+
+    t0 = time.perf_counter()
+    rep = run_files([Path(path)], db)
+    dt = time.perf_counter() - t0
+    return {"records": rep.captures, "rate": rep.captures / dt, "rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+
+
+def captures_json(path: Path, out: Path) -> int:
+    """Write the captures of ``path`` as a JSON array of ``[content, event_time_ms]`` (the anchor's input)."""
+    from streams.capture import to_capture
+    from streams.deadletter import RejectedInput
+    from streams.importers.files import import_file
+
+    pairs = []
+    _fmt, items = import_file(path)
+    for _off, _raw, ev in items:
+        if isinstance(ev, RejectedInput):
+            continue
+        try:
+            c = to_capture(ev)
+        except RejectedInput:
+            continue
+        if c is not None:
+            pairs.append([c.content, c.event_time_ms])
+    out.write_text(json.dumps(pairs))
+    return len(pairs)
+
+
+def main() -> None:
+    """Run the stages and print the figures and ratios."""
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--turns", type=int, default=50_000)
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--scale", type=int, default=10)
+    ap.add_argument("--stage", nargs=2)
+    a = ap.parse_args()
+    if a.stage:
+        print(json.dumps(stage_run(*a.stage)))
+        return
+    if not (HIVEMIND / "node_modules" / "better-sqlite3").exists():
+        subprocess.run(["npm", "install", "--no-audit", "--no-fund"], cwd=HIVEMIND, check=True)
+
+    def run_once(log: Path, d: Path, i: int) -> dict[str, float]:
+        out = subprocess.run([sys.executable, __file__, "--stage", str(log), str(d / f"run{i}.duckdb")], capture_output=True, text=True,
+                             check=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+        result: dict[str, float] = json.loads(out.stdout.strip().splitlines()[-1])
+        return result
+
+    with tempfile.TemporaryDirectory() as tmp:
+        d = Path(tmp)
+        log = d / "backlog.jsonl"
+        lines = write_backlog(log, BacklogSpec(turns=a.turns))
+        print(f"machine: {platform.machine()}, {os.cpu_count()} cores, python {platform.python_version()}, node "
+              f"{subprocess.run(['node', '--version'], capture_output=True, text=True).stdout.strip()}; backlog {lines} lines", flush=True)
+        runs = [run_once(log, d, i) for i in range(a.runs)]
+        n = captures_json(log, d / "captures.json")
+        anchor = []
+        for i in range(a.runs):
+            res = json.loads(subprocess.run(["node", str(HIVEMIND / "dedup.mjs"), str(d / "captures.json"), str(d / f"hm{i}.sqlite")],
+                                            capture_output=True, text=True, check=True).stdout)
+            anchor.append(n / res["seconds"])
+        big = None
+        if a.scale > 1:
+            blog = d / "big.jsonl"
+            big_lines = write_backlog(blog, BacklogSpec(turns=a.turns * a.scale, days=12 * a.scale))
+            log.unlink()
+            big = run_once(blog, d, 99)
+            print(f"scale: {big_lines} lines", flush=True)
+
+    rate = statistics.median(r["rate"] for r in runs)
+    rss = max(r["rss"] for r in runs)
+    hm = statistics.median(anchor)
+    print(f"\nhivestream run (import, dedup, DuckDB)          {rate:>10,.0f} captures/s (median of {len(runs)}), peak RSS {rss:,.0f} MiB")
+    print(f"hive-mind indexed dedup (node, better-sqlite3)   {hm:>10,.0f} captures/s (median of {len(anchor)}), {n} captures")
+    print(f"ratio run / hive-mind: {rate / hm:.2f}")
+    if big is not None:
+        print(f"hivestream run, {a.scale}x the input: {big['rate']:,.0f} captures/s, peak RSS {big['rss']:,.0f} MiB "
+              f"-> RSS ratio {big['rss'] / rss:.2f} (target <= 1.5)")
+
+
+if __name__ == "__main__":
+    main()
