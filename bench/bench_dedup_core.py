@@ -22,10 +22,10 @@ import tracemalloc
 from pathlib import Path
 
 from streams.body_hash import stripped_body
-from streams.capture import to_capture
 from streams.deadletter import RejectedInput
-from streams.dedup import DedupCore
 from streams.events import HookEvent
+from streams.frames.capture import to_capture
+from streams.frames.dedup import DedupCore
 from streams.importers.files import import_file
 
 CORPUS = Path(__file__).resolve().parent.parent.parent / "shared" / "corpus"

@@ -47,8 +47,8 @@ def stage_run(path: str, db: str) -> dict[str, float]:
 
 def captures_json(path: Path, out: Path) -> int:
     """Write the captures of ``path`` as a JSON array of ``[content, event_time_ms]`` (the anchor's input)."""
-    from streams.capture import to_capture
     from streams.deadletter import RejectedInput
+    from streams.frames.capture import to_capture
     from streams.importers.files import import_file
 
     pairs = []

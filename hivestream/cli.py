@@ -330,7 +330,7 @@ def worker(
     loglevel: Annotated[str, typer.Option("--loglevel")] = "warning",
 ) -> None:
     """Run a faust worker: validate hook events, dedup into frames (hook-events is keyed by key group)."""
-    from streams.faust_app import create_app, run_worker
+    from streams.frames.worker import create_app, run_worker
     from streams.topics import ensure_topics
 
     s = kafka_settings(bootstrap, namespace, partitions, window_ms=window_ms, key_strategy=key_strategy)
@@ -368,7 +368,8 @@ def _projector(s: Settings, db: Path, frames_version: str, snapshot_every_s: flo
     ensure_topics(s.kafka_bootstrap_servers, t.specs(s.partitions))
     sink = DuckSink(db)
     return sink, Projector(sink, s.kafka_bootstrap_servers, t.frames, t.dead_letter, batch_max=s.batch_size,
-                           snapshot_every_s=snapshot_every_s, from_time_ms=from_time_ms)
+                           snapshot_every_s=snapshot_every_s, from_time_ms=from_time_ms,
+                           memory_calls_topic=None if frames_version else t.memory_calls)
 
 
 @app.command()

@@ -22,8 +22,8 @@ from streams.experiences.fold import KbFold
 from streams.experiences.from_hooks import ExtractionRequest, KbDeriver
 from streams.experiences.kb_step import route_kb_record, run_extraction
 from streams.experiences.settings import KbSettings
+from streams.frames.steps import Position
 from streams.importers.files import read_lines
-from streams.steps import Position
 
 
 @dataclass

@@ -1,7 +1,7 @@
 """The embedded runner: import → validate → dedup → DuckDB in one process, no broker.
 
-It runs the same pure steps as the Kafka path (adapters, :func:`streams.capture.to_capture`,
-:class:`streams.dedup.DedupCore`, :class:`projections.sink.DuckSink`). Positions are stored per
+It runs the same pure steps as the Kafka path (adapters, :func:`streams.frames.capture.to_capture`,
+:class:`streams.frames.dedup.DedupCore`, :class:`projections.sink.DuckSink`). Positions are stored per
 input file in the same transaction as the rows, so running a file again applies nothing twice,
 and a run that was killed resumes where its last batch committed. The dedup core's state is
 stored in the same transaction (table ``dedup_state``), so it survives restarts too.
@@ -17,10 +17,10 @@ from pathlib import Path
 
 from projections.memory_calls import MemoryCallPass
 from projections.sink import DuckSink
-from streams.capture import to_capture
 from streams.clock import Clock, wall_clock_ms
 from streams.deadletter import DeadLetter, RejectedInput
-from streams.dedup import DedupCore, FrameEvent
+from streams.frames.capture import to_capture
+from streams.frames.dedup import DedupCore, FrameEvent
 from streams.importers.files import Item, import_file
 from streams.settings import Settings
 from streams.state import TrackedState

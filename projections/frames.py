@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from streams.dedup import FrameEvent
+from streams.frames.dedup import FrameEvent
 
 CAPTURE_COLUMNS = (
     "event_id", "frame_id", "is_duplicate", "dedup_key", "body_hash", "content", "source",

@@ -66,7 +66,7 @@ class KbSink:
         return int(row[0]) if row else 0
 
     def load_dedup_state(self) -> dict[str, Any]:
-        """The experience dedup state (:class:`~streams.dedup.DedupCore` entries by dedup key) as the last batch stored it."""
+        """The experience dedup state (:class:`~streams.frames.dedup.DedupCore` entries by dedup key) as the last batch stored it."""
         return {k: json.loads(v) for k, v in self.con.execute("SELECT dedup_key, value FROM kb_dedup_state").fetchall()}
 
     def load_counters(self) -> dict[str, int]:

@@ -9,29 +9,13 @@ re-reads those events on the next run and the re-insert is a no-op, so nothing i
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable, Sequence
-from pathlib import Path
 
 import duckdb
 import pyarrow as pa
 
 from streams.events import HookEvent
-from streams.memory_tools import DEFAULT_RULES, MemoryToolCall, ToolRule, memory_call, rules_from_json
-
-RULES_ENV = "HIVESTREAM_MEMORY_TOOL_RULES"
-"""A JSON file of extra rules (see :func:`streams.memory_tools.rules_from_json`), tried before the defaults."""
-
-
-def configured_rules() -> list[ToolRule]:
-    """The rules from ``$HIVESTREAM_MEMORY_TOOL_RULES`` (when set) followed by the defaults.
-
-    Raises:
-        ValueError: the file is not a valid rule list; OSError: it cannot be read.
-    """
-    path = os.environ.get(RULES_ENV)
-    extra = rules_from_json(Path(path).read_text(encoding="utf-8")) if path else []
-    return [*extra, *DEFAULT_RULES]
+from streams.memory_tools import MemoryToolCall, ToolRule, configured_rules, memory_call
 
 MEMORY_DDL = [
     """CREATE TABLE IF NOT EXISTS memory_tool_calls (

@@ -16,9 +16,10 @@ from dataclasses import dataclass
 from projections.consumer import PartitionReader, TopicPartition
 from projections.sink import DuckSink, publish_snapshot, write_heartbeat
 from streams.clock import Clock, wall_clock_ms
-from streams.codec import frame_event_from_json
 from streams.deadletter import DeadLetter, Reason, RejectedInput
-from streams.dedup import FrameEvent
+from streams.frames.codec import frame_event_from_json
+from streams.frames.dedup import FrameEvent
+from streams.memory_tools import MemoryToolCall
 
 
 @dataclass
@@ -45,6 +46,8 @@ class Projector:
         from_time_ms: where a partition with no stored position starts: the first record
             whose Kafka timestamp is at or after this epoch-ms time (``offsetsForTimes``);
             offset 0 when ``None``.
+        memory_calls_topic: the topic of memory tool calls (``memory-calls``) to project into
+            ``memory_tool_calls`` too, or None.
     """
 
     def __init__(
@@ -58,8 +61,10 @@ class Projector:
         snapshot_every_s: float = 2.0,
         clock: Clock = wall_clock_ms,
         from_time_ms: int | None = None,
+        memory_calls_topic: str | None = None,
     ) -> None:
         self.sink = sink
+        self.memory_calls_topic = memory_calls_topic
         self.frames_topic = frames_topic
         self.dead_letter_topic = dead_letter_topic
         self.batch_max = batch_max
@@ -68,7 +73,7 @@ class Projector:
         self.report = ProjectorReport()
         self.consumer = PartitionReader(bootstrap, client_id="hivestream-projector")
         self.tps: list[TopicPartition] = []
-        for topic in (frames_topic, dead_letter_topic):
+        for topic in (frames_topic, dead_letter_topic, *([memory_calls_topic] if memory_calls_topic else [])):
             self.tps.extend(TopicPartition(topic, p) for p in self.consumer.partitions(topic))
         self.consumer.assign(self.tps)
         by_time = self.consumer.offsets_for_times(dict.fromkeys(self.tps, from_time_ms)) if from_time_ms is not None else {}
@@ -97,12 +102,19 @@ class Projector:
             return 0
         events: list[FrameEvent] = []
         dls: list[DeadLetter] = []
+        calls: list[MemoryToolCall] = []
         positions: dict[tuple[str, int], int] = {}
         n = 0
         for tp, records in polled.items():
             for r in records:
                 n += 1
-                if tp.topic == self.dead_letter_topic:
+                if tp.topic == self.memory_calls_topic:
+                    try:
+                        calls.append(MemoryToolCall.from_json(r.value or b""))
+                    except ValueError as e:
+                        err = RejectedInput(Reason.WRONG_SHAPE, f"memory-call record: {e}")
+                        dls.append(DeadLetter.of(err, r.value or b"", tp.topic, tp.partition, r.offset, self.clock()))
+                elif tp.topic == self.dead_letter_topic:
                     try:
                         dls.append(DeadLetter.model_validate_json(r.value))
                     except ValueError as e:
@@ -114,7 +126,7 @@ class Projector:
                     except RejectedInput as e:
                         dls.append(DeadLetter.of(e, r.value or b"", tp.topic, tp.partition, r.offset, self.clock()))
             positions[(tp.topic, tp.partition)] = records[-1].offset + 1
-        frames, dups, dead = self.sink.apply_batch(events, dls, positions)
+        frames, dups, dead = self.sink.apply_batch(events, dls, positions, memory_calls=calls)
         rep = self.report
         rep.records += n
         rep.batches += 1

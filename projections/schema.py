@@ -53,7 +53,7 @@ DDL = [
     )""",
     """CREATE TABLE IF NOT EXISTS dedup_state (
         dedup_key VARCHAR PRIMARY KEY,       -- embedded runner only: the dedup core's state
-        frames VARCHAR NOT NULL              -- JSON of the key's streams.dedup.DedupCore entry
+        frames VARCHAR NOT NULL              -- JSON of the key's streams.frames.dedup.DedupCore entry
     )""",
     """CREATE TABLE IF NOT EXISTS meta (
         key VARCHAR PRIMARY KEY,

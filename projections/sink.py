@@ -16,9 +16,11 @@ import duckdb
 import pyarrow as pa
 
 from projections.frames import capture_columns
+from projections.memory_calls import apply_memory_calls, ensure_memory_schema
 from projections.schema import DDL
 from streams.deadletter import DeadLetter
-from streams.dedup import FrameEvent
+from streams.frames.dedup import FrameEvent
+from streams.memory_tools import MemoryToolCall
 
 _MERGE_FRAMES = """
 INSERT INTO frames
@@ -70,6 +72,7 @@ class DuckSink:
         self.con = duckdb.connect(self.path)
         for stmt in DDL:
             self.con.execute(stmt)
+        ensure_memory_schema(self.con)
 
     def close(self) -> None:
         """Checkpoint and close the file."""
@@ -125,6 +128,7 @@ class DuckSink:
         dead_letters: Iterable[DeadLetter] = (),
         positions: Mapping[tuple[str, int], int] | None = None,
         state_changes: tuple[Mapping[str, Any], Iterable[str]] | None = None,
+        memory_calls: Iterable[MemoryToolCall] = (),
     ) -> tuple[int, int, int]:
         """Apply one batch in one transaction.
 
@@ -133,6 +137,7 @@ class DuckSink:
             dead_letters: rejected records to record (idempotent on input/partition/offset).
             positions: (input, partition) → next offset to store with the rows.
             state_changes: (dedup keys set → frames list, keys deleted), stored with the rows.
+            memory_calls: memory tool calls for ``memory_tool_calls`` (idempotent on event id).
 
         Returns:
             (new frames, new duplicate captures, new dead letters) applied; re-delivered
@@ -149,35 +154,30 @@ class DuckSink:
             applied = (0, 0)
             if batch.num_rows:
                 con.register("_batch", batch)
-                # the primary key finds the event ids applied before (one index probe per row, not a scan of
-                # frame_captures per batch); RETURNING gives the ids inserted now, the first of each in the batch
-                inserted = con.execute(
-                    """INSERT INTO frame_captures SELECT event_id, frame_id, source, session, event_type, event_time_ms,
-                       is_duplicate, src_partition, src_offset, is_late FROM _batch
-                       QUALIFY row_number() OVER (PARTITION BY event_id ORDER BY seq) = 1
-                       ON CONFLICT DO NOTHING RETURNING event_id"""
-                ).to_arrow_table()
-                con.register("_inserted", inserted)
                 con.execute(
                     """CREATE OR REPLACE TEMP TABLE _new AS
-                       SELECT b.* FROM _batch b SEMI JOIN _inserted i ON i.event_id = b.event_id
+                       SELECT b.* FROM _batch b ANTI JOIN frame_captures fc ON fc.event_id = b.event_id
                        QUALIFY row_number() OVER (PARTITION BY b.event_id ORDER BY b.seq) = 1"""
                 )
-                con.unregister("_inserted")
+                con.execute(
+                    """INSERT INTO frame_captures SELECT event_id, frame_id, source, session,
+                       event_type, event_time_ms, is_duplicate, src_partition, src_offset, is_late FROM _new"""
+                )
                 con.execute(_MERGE_FRAMES)
-                row = con.execute("SELECT count(*) FILTER (WHERE NOT is_duplicate), count(*) FILTER (WHERE is_duplicate) FROM _new").fetchone()
-                applied = (int(row[0]), int(row[1])) if row else (0, 0)
+                (row,) = con.execute("SELECT count(*) FILTER (WHERE NOT is_duplicate), count(*) FILTER (WHERE is_duplicate) FROM _new").fetchall()
+                applied = (int(row[0]), int(row[1]))
                 con.execute("DROP TABLE _new")
                 con.unregister("_batch")
             new_dl = 0
             if dl:
-                before = con.execute("SELECT count(*) FROM dead_letters").fetchone()
+                ((before,),) = con.execute("SELECT count(*) FROM dead_letters").fetchall()
                 con.executemany(
                     "INSERT INTO dead_letters VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
                     [[d.source, d.partition, d.offset, d.event_id, str(d.reason), d.detail, d.original(), d.time_ms] for d in dl],
                 )
-                after = con.execute("SELECT count(*) FROM dead_letters").fetchone()
-                new_dl = int(after[0]) - int(before[0]) if before and after else 0
+                ((after,),) = con.execute("SELECT count(*) FROM dead_letters").fetchall()  # fetchall: a result left open blocks register()
+                new_dl = int(after) - int(before)
+            apply_memory_calls(con, memory_calls)
             if positions:
                 con.executemany(
                     """INSERT INTO positions VALUES (?, ?, ?) ON CONFLICT DO UPDATE

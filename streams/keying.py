@@ -23,10 +23,10 @@ the worker as before.
 from __future__ import annotations
 
 from streams.body_hash import KeyStrategy
-from streams.capture import DEFAULT_MAX_BODY_BYTES, to_capture
 from streams.deadletter import RejectedInput
 from streams.events import HookEvent
 from streams.experiences.settings import KbSettings
+from streams.frames.capture import DEFAULT_MAX_BODY_BYTES, to_capture
 
 KEY_GROUPS = 256
 _GROUP_PREFIX = "kg:"

@@ -40,11 +40,13 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from functools import lru_cache
+from pathlib import Path
 from typing import Any, Literal
 
 from streams.events import HookEvent
@@ -340,3 +342,18 @@ def memory_call(ev: HookEvent, rules: Sequence[ToolRule] = DEFAULT_RULES) -> Mem
         error=None if error is None else _clip(_safe(error), MAX_ERROR_CHARS),
         arguments=_arguments(args),
     )
+
+
+RULES_ENV = "HIVESTREAM_MEMORY_TOOL_RULES"
+"""A JSON file of extra rules (see :func:`streams.memory_tools.rules_from_json`), tried before the defaults."""
+
+
+def configured_rules() -> list[ToolRule]:
+    """The rules from ``$HIVESTREAM_MEMORY_TOOL_RULES`` (when set) followed by the defaults.
+
+    Raises:
+        ValueError: the file is not a valid rule list; OSError: it cannot be read.
+    """
+    path = os.environ.get(RULES_ENV)
+    extra = rules_from_json(Path(path).read_text(encoding="utf-8")) if path else []
+    return [*extra, *DEFAULT_RULES]

@@ -6,8 +6,8 @@ from pydantic import AliasChoices, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from streams.body_hash import KeyStrategy
-from streams.capture import DEFAULT_MAX_BODY_BYTES
-from streams.dedup import DEFAULT_ALLOWED_LATENESS_MS, DEFAULT_WINDOW_MS
+from streams.frames.capture import DEFAULT_MAX_BODY_BYTES
+from streams.frames.dedup import DEFAULT_ALLOWED_LATENESS_MS, DEFAULT_WINDOW_MS
 
 
 class Settings(BaseSettings):

@@ -7,6 +7,9 @@ Topics (``<ns>`` is :attr:`streams.settings.Settings.topic_namespace`):
   of its state table; retention unlimited (``retention.ms=-1``) so the log can always be replayed.
 * ``<ns>.frames`` (or a versioned ``<ns>.frames.<version>`` written by ``reprocess``): frame
   created / touched events keyed by dedup key; retention unlimited, it feeds the projector.
+* ``<ns>.memory-calls``: the memory tool calls (reads and writes of agent memory) found in hook
+  events, redacted (:mod:`streams.memory_tools`); the frames projector writes them to
+  ``memory_tool_calls``.
 * ``<ns>.dead-letter``: rejected records with the original bytes, source topic, partition,
   offset, reason and time.
 
@@ -71,6 +74,11 @@ class Topics:
         return f"{self.namespace}.frames{suffix}"
 
     @property
+    def memory_calls(self) -> str:
+        """Memory tool calls seen in hook events (key: session; :mod:`streams.memory_tools`)."""
+        return f"{self.namespace}.memory-calls"
+
+    @property
     def dead_letter(self) -> str:
         """Rejected records with their reasons."""
         return f"{self.namespace}.dead-letter"
@@ -118,6 +126,7 @@ class Topics:
         return [
             TopicSpec(self.hook_events, partitions, dict(UNLIMITED)),
             TopicSpec(self.frames, partitions, dict(UNLIMITED)),
+            TopicSpec(self.memory_calls, partitions, dict(UNLIMITED)),
             TopicSpec(self.dead_letter, 1, dict(UNLIMITED)),
             TopicSpec(self.experience_events, partitions, dict(UNLIMITED)),
             TopicSpec(self.kb_extract, partitions, {"retention.ms": str(7 * 86_400_000)}),

@@ -6,9 +6,9 @@ from collections import Counter
 from collections.abc import Iterable
 
 from streams.body_hash import KeyStrategy
-from streams.capture import Capture, to_capture
-from streams.dedup import DedupCore, FrameEvent
 from streams.events import from_prefixed
+from streams.frames.capture import Capture, to_capture
+from streams.frames.dedup import DedupCore, FrameEvent
 
 
 def cap(content: str, t_ms: int, eid: str, *, offset: int | None = None, strategy: KeyStrategy = KeyStrategy.BODY) -> Capture:

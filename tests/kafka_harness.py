@@ -61,6 +61,26 @@ def corpus_events(corpus: Path, rounds: int = 1, shift_ms: int = 0) -> list[Hook
     ]
 
 
+def memory_tool_events(n: int = 12, t0_ms: int = 1_780_000_000_000) -> list[HookEvent]:
+    """Memory tool calls as the runtimes' hooks report them: Claude Code ``PostToolUse`` of hive-mind's
+    MCP tools (one with a secret in its arguments, one failed) and OpenClaw ``after_tool_call``."""
+    from streams.adapters import adapt
+
+    out = []
+    for i in range(n):
+        t = t0_ms + i * 60_000
+        if i % 3 == 2:
+            payload: dict[str, Any] = {"hook": "after_tool_call", "timestamp": t, "ctx": {"agentId": f"agent-{i % 2}", "sessionKey": "s-oc"},
+                                       "event": {"toolName": "memory_search", "params": {"query": f"deploy notes {i}"}, "result": {"results": [1, 2]}}}
+        else:
+            tool = "mcp__hive-mind__recall_memory" if i % 3 == 0 else "mcp__hive-mind__save_memory"
+            payload = {"hook_event_name": "PostToolUse", "session_id": f"s-cc-{i % 2}", "ts": t, "tool_name": tool,
+                       "tool_input": {"query": f"release checklist {i}", "api_key": "sk-ant-api03-" + "x" * 40 if i == 1 else ""},
+                       "tool_response": {"memories": [{"id": i}]} if i != 4 else {"error": "timeout"}}
+        out.append(adapt(payload))
+    return out
+
+
 def mixed_lines(events: list[HookEvent], bad: Iterable[bytes] = BAD_LINES, seed: int = 7) -> list[tuple[bytes, bytes]]:
     """(key, value) records: the events as JSON keyed as ``hivestream produce`` keys them, with ``bad`` lines mixed in."""
     recs = [(hook_event_key(ev), ev.to_json()) for ev in events]
@@ -181,7 +201,8 @@ def wait_worker_done(bootstrap: str, topics: Topics, timeout_s: float = 300) -> 
 def project_all(bootstrap: str, topics: Topics, db: Path) -> None:
     """Project the frames and dead-letter topics into ``db`` until caught up."""
     sink = DuckSink(db)
-    proj = Projector(sink, bootstrap, topics.frames, topics.dead_letter, snapshot_every_s=0)
+    proj = Projector(sink, bootstrap, topics.frames, topics.dead_letter, snapshot_every_s=0,
+                     memory_calls_topic=None if topics.frames_version else topics.memory_calls)
     try:
         proj.run(until_caught_up=True)
     finally:
@@ -198,6 +219,7 @@ def frame_tables(db: Path) -> dict[str, Any]:
                                   "first_seen_ms, last_accessed_ms, access_count, sources FROM frames ORDER BY frame_id").fetchall(),
             "captures": con.execute("SELECT event_id, frame_id, source, session, event_type, event_time_ms, is_duplicate, is_late "
                                     "FROM frame_captures ORDER BY event_id").fetchall(),
+            "memory_tool_calls": con.execute("SELECT * FROM memory_tool_calls ORDER BY ALL").fetchall(),
         }
     finally:
         con.close()

@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from streams.capture import Capture
-from streams.dedup import DedupCore, FrameEvent, group_of_key
+from streams.frames.capture import Capture
+from streams.frames.dedup import DedupCore, FrameEvent, group_of_key
 from streams.keying import group_record_key
 from streams.topics import partition_for
 from tests.dedup_helpers import cap

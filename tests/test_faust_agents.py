@@ -8,10 +8,10 @@ from unittest.mock import AsyncMock
 
 import pytest
 
-from streams.codec import frame_event_from_json
 from streams.events import from_prefixed
-from streams.faust_app import create_app
 from streams.faust_base import run_before_commit
+from streams.frames.codec import frame_event_from_json
+from streams.frames.worker import create_app
 from streams.settings import Settings
 
 
@@ -99,8 +99,8 @@ async def test_dedup_agent_routes_tool_events_and_bad_input(h: Any) -> None:
 
 
 def test_an_unexpected_exception_is_dead_lettered_not_raised(monkeypatch: pytest.MonkeyPatch) -> None:
-    from streams import steps
-    from streams.steps import Position, route_hook_record
+    from streams.frames import steps
+    from streams.frames.steps import Position, route_hook_record
 
     def boom(*_a: object, **_k: object) -> None:
         raise ZeroDivisionError("bug")
@@ -112,7 +112,7 @@ def test_an_unexpected_exception_is_dead_lettered_not_raised(monkeypatch: pytest
 
 
 def test_a_tombstone_is_dead_lettered_with_a_clear_reason() -> None:
-    from streams.steps import Position, route_hook_record
+    from streams.frames.steps import Position, route_hook_record
 
     out = route_hook_record(None, Position("t", 0, 1, 0), Settings(), 1)
     assert out is not None and out.reason == "malformed_json" and "tombstone" in out.detail  # type: ignore[union-attr]

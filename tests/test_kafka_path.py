@@ -32,6 +32,7 @@ from tests.kafka_harness import (
     end_offset_sum,
     frame_tables,
     kill9,
+    memory_tool_events,
     mixed_lines,
     produce,
     project_all,
@@ -53,7 +54,7 @@ ROUNDS = 3  # the corpus three times over (fresh ids, a day apart): about 7,700 
 def workload(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """The input records and the embedded runner's result on them."""
     d = tmp_path_factory.mktemp("workload")
-    recs = mixed_lines(corpus_events(CORPUS, rounds=ROUNDS))
+    recs = mixed_lines(corpus_events(CORPUS, rounds=ROUNDS) + memory_tool_events())
     jsonl = write_jsonl(d / "input.jsonl", recs)
     ref = d / "embedded.duckdb"
     report = run_files([jsonl], ref)
@@ -83,6 +84,8 @@ def test_end_to_end_equals_the_embedded_runner(live: dict[str, Any], workload: d
     assert len(want["frames"]) > 300
     assert got["frames"] == want["frames"]
     assert got["captures"] == want["captures"]
+    assert len(want["memory_tool_calls"]) == 12 and got["memory_tool_calls"] == want["memory_tool_calls"]
+    assert not any("sk-ant-api03" in str(row) for row in got["memory_tool_calls"])
 
 
 def test_bad_input_lands_on_dead_letter_with_a_reason(live: dict[str, Any], workload: dict[str, Any]) -> None:
@@ -229,7 +232,7 @@ def test_replay_from_a_time(kafka_bootstrap: str, live: dict[str, Any], tmp_path
     _cli("replay", "--db", str(tmp_path / "all.duckdb"), "--from-time", "1970-01-01T00:00:00Z", *common)
     assert frame_tables(tmp_path / "all.duckdb") == frame_tables(live["db"])
     _cli("replay", "--db", str(tmp_path / "none.duckdb"), "--from-time", "2999-01-01T00:00:00Z", *common)
-    assert frame_tables(tmp_path / "none.duckdb") == {"frames": [], "captures": []}
+    assert frame_tables(tmp_path / "none.duckdb") == {"frames": [], "captures": [], "memory_tool_calls": []}
 
 
 def test_replay_refuses_to_swap_a_file_a_writer_holds(kafka_bootstrap: str, live: dict[str, Any], tmp_path: Path) -> None:

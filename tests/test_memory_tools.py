@@ -213,8 +213,7 @@ def test_the_pass_writes_nothing_for_other_events(tmp_path: Path) -> None:
 
 
 def test_rules_from_a_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from projections.memory_calls import RULES_ENV, configured_rules
-    from streams.memory_tools import rules_from_json
+    from streams.memory_tools import RULES_ENV, configured_rules, rules_from_json
 
     f = tmp_path / "rules.json"
     f.write_text(json.dumps([{"name": "Lookup-*", "op": "read", "system": "acme", "server": "*ACME*"}, {"name": "jot", "op": "write", "system": "acme"}]))

@@ -16,9 +16,9 @@ from hivestream.cli import app
 from hivestream.report import CHARTS
 from projections.schema import DDL
 from projections.sink import DuckSink, publish_snapshot
-from streams.capture import to_capture
-from streams.dedup import DedupCore
 from streams.events import HookEvent
+from streams.frames.capture import to_capture
+from streams.frames.dedup import DedupCore
 from tests.report_fixtures import full_projection
 
 N_CHARTS = len(CHARTS)

@@ -13,8 +13,8 @@ from hivestream.cli import SAMPLES, app
 from hivestream.runner import EmbeddedRunner, run_files
 from projections.queries import QUERIES
 from projections.sink import MetaMismatch
-from streams.capture import to_capture
 from streams.deadletter import RejectedInput
+from streams.frames.capture import to_capture
 from streams.importers.files import import_file
 from streams.settings import Settings
 from tests.corpus import CORPUS, claude_files, codex_files

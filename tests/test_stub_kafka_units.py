@@ -11,7 +11,7 @@ import pytest
 
 from projections.stubs_sink import StubSink
 from streams.deadletter import DeadLetter, RejectedInput
-from streams.steps import Position
+from streams.frames.steps import Position
 from streams.stubs.events import parse_stub_event
 from streams.stubs.outcome import MessageProcessed, parse_output_record
 from streams.stubs.output_fold import OutputFold

@@ -1,7 +1,7 @@
 """KnowHub events → projection rows (pure): experience dedup by the frames' dedup core.
 
 Each experience event becomes a submission row assigned to an experience by
-:class:`~streams.dedup.DedupCore` keyed on the experience's dedup key (the normalised,
+:class:`~streams.frames.dedup.DedupCore` keyed on the experience's dedup key (the normalised,
 redacted task/resource/result): within the window W of the first submission it joins that
 experience (its count and agents grow), otherwise it starts a new one whose id is its own
 event id (first writer wins). Reviews and telemetry become rows as they are. The projection
@@ -20,9 +20,7 @@ from collections.abc import MutableMapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from streams.capture import Capture
 from streams.deadletter import DeadLetter
-from streams.dedup import DedupCore
 from streams.events import stable_id
 from streams.experiences.events import (
     ExperienceExtracted,
@@ -34,6 +32,8 @@ from streams.experiences.events import (
     KbReminderInjected,
     KbSearchPerformed,
 )
+from streams.frames.capture import Capture
+from streams.frames.dedup import DedupCore
 from streams.state import TrackedState
 
 # Allowed lateness of the experience dedup: a submission up to a day behind the newest one of its key
@@ -72,7 +72,7 @@ class KbFold:
 
     Args:
         window_ms: experience dedup window W (ms), ``None`` = unbounded.
-        state: dedup state (:class:`~streams.dedup.DedupCore` entries), as loaded from the projection;
+        state: dedup state (:class:`~streams.frames.dedup.DedupCore` entries), as loaded from the projection;
             the fold keeps its own copy and hands its changes out with each :meth:`drain`.
         counters: session key → ``before_prompt_build`` calls since its last ``agent_end``.
         seen_hooks: ids of the plugin-hook markers counted before.

@@ -26,7 +26,7 @@ from streams.experiences.from_hooks import Derived, ExtractionRequest, KbDeriver
 from streams.experiences.redact import RedactionMode
 from streams.experiences.scrub import scrub_value
 from streams.experiences.settings import KbSettings
-from streams.steps import Position
+from streams.frames.steps import Position
 
 log = logging.getLogger(__name__)
 

@@ -19,8 +19,8 @@ import faust
 from streams.clock import wall_clock_ms
 from streams.deadletter import DeadLetter
 from streams.faust_base import changelog_specs, make_faust_app
+from streams.frames.steps import Position
 from streams.settings import Settings
-from streams.steps import Position
 from streams.stubs.partition_step import Emit, StubPartitionStep
 from streams.stubs.settings import MatchPolicy
 from streams.topics import Topics, TopicSpec

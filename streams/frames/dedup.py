@@ -39,7 +39,7 @@ from collections.abc import Callable, MutableMapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from streams.capture import Capture
+from streams.frames.capture import Capture
 from streams.keying import key_group
 
 DEFAULT_WINDOW_MS = 600_000  # 10 min; see README "Choosing the window"

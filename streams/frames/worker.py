@@ -3,8 +3,9 @@
 ``hook-events`` is keyed by key group (:mod:`streams.keying`), so every capture of one body
 arrives at one agent partition, in log order, whatever the partition count. Per record the agent
 decodes and adapts (bad input → ``dead-letter``), dedups by the pure
-:class:`~streams.dedup.DedupCore` (one core per partition, its watermarks per key group), and sends
-the frame event to ``frames``. The core's state is a plain dict per partition in front of the faust
+:class:`~streams.frames.dedup.DedupCore` (one core per partition, its watermarks per key group), and sends
+the frame event to ``frames``; a memory tool call (``PostToolUse`` / ``after_tool_call`` of a memory
+tool, :mod:`streams.memory_tools`) goes to ``memory-calls``. The core's state is a plain dict per partition in front of the faust
 table ``dedup-state``: the keys changed since the last commit are written to the table's changelog
 topic right before faust commits (:class:`streams.faust_base.FlushBeforeCommitConsumer`) and when a
 partition is revoked, so the changelog always covers the committed records, one changelog record per
@@ -31,21 +32,22 @@ from typing import Any
 import faust
 import orjson
 
-from streams.capture import Capture
 from streams.clock import wall_clock_ms
-from streams.codec import frame_event_to_json
 from streams.deadletter import DeadLetter, RejectedInput
-from streams.dedup import DedupCore, group_of_key
 from streams.experiences.events import ExperienceExtracted, KbEvent, kb_key
 from streams.experiences.extract import ChatClient, Completer
 from streams.experiences.from_hooks import ExtractionRequest, KbDeriver
 from streams.experiences.kb_step import might_be_kb, redacted_dead_letter, route_kb_record, run_extraction
 from streams.experiences.settings import KbSettings
 from streams.faust_base import BatchedOutput, changelog_specs, make_faust_app, on_before_commit, run_app
+from streams.frames.capture import Capture
+from streams.frames.codec import frame_event_to_json
+from streams.frames.dedup import DedupCore, group_of_key
+from streams.frames.steps import Position, memory_call_of, route_hook_record
 from streams.keying import group_record_key
+from streams.memory_tools import configured_rules
 from streams.settings import Settings
 from streams.state import TrackedState
-from streams.steps import Position, route_hook_record
 from streams.topics import Topics, TopicSpec, partition_for
 
 
@@ -114,6 +116,7 @@ def create_app(
     cores: dict[int, DedupCore] = {}
 
     out = BatchedOutput(app)
+    memory_rules = None if frames_version else configured_rules()  # reprocess rebuilds frames only
 
     async def flush_state(partition: int | None = None) -> None:
         """Send the keys changed since the last call to the table's changelog (compacted; None deletes), then every open batch."""
@@ -189,6 +192,10 @@ def create_app(
                 await out.append(topics.frames, m.partition, res.key.encode(), frame_event_to_json(fe))  # frames has the partitions of hook-events
             elif isinstance(res, DeadLetter):
                 await send_dead(res)
+            elif memory_rules is not None and raw and (b"PostToolUse" in raw or b"after_tool_call" in raw):
+                call = memory_call_of(raw, pos, memory_rules)
+                if call is not None:
+                    await out.append(topics.memory_calls, m.partition, call.session.encode(), call.to_json())
             if deriver is not None and might_be_kb(raw):
                 for kb in route_kb_record(raw, pos, deriver, wall_clock_ms()):
                     await send_kb(kb)

@@ -6,9 +6,9 @@ from typing import Any
 
 import orjson
 
-from streams.capture import Capture
 from streams.deadletter import Reason, RejectedInput
-from streams.dedup import FrameEvent
+from streams.frames.capture import Capture
+from streams.frames.dedup import FrameEvent
 
 FRAME_EVENT_SCHEMA = 1
 

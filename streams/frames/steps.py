@@ -7,11 +7,13 @@ it is unit-tested without a broker and shared with the embedded runner's semanti
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-from streams.capture import Capture, to_capture
 from streams.deadletter import DeadLetter, Reason, RejectedInput
 from streams.decode import decode_hook_record
+from streams.frames.capture import Capture, to_capture
+from streams.memory_tools import MemoryToolCall, ToolRule, memory_call
 from streams.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -58,3 +60,14 @@ def route_hook_record(raw: bytes | None, pos: Position, settings: Settings, now_
         log.exception("processing error at %s[%d]@%d", pos.topic, pos.partition, pos.offset)
         err = RejectedInput(Reason.PROCESSING_ERROR, f"{type(e).__name__}: {e}")
         return DeadLetter.of(err, data, pos.topic, pos.partition, pos.offset, now_ms, event_id=event_id)
+
+
+def memory_call_of(raw: bytes, pos: Position, rules: Sequence[ToolRule]) -> MemoryToolCall | None:
+    """The memory tool call a valid ``hook-events`` record holds (:func:`streams.memory_tools.memory_call`), else None.
+
+    Never raises: a record that does not decode is the frames step's dead letter already.
+    """
+    try:
+        return memory_call(decode_hook_record(raw, received_at_ms=pos.timestamp_ms), rules)
+    except Exception:
+        return None

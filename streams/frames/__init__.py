@@ -1,0 +1,9 @@
+"""The frames pipeline: captures of conversation turns deduplicated into memory frames.
+
+Pure core: :mod:`~streams.frames.capture` (hook event → capture: prefix, hash, key),
+:mod:`~streams.frames.dedup` (the per-key window with key-group watermarks),
+:mod:`~streams.frames.steps` (what one ``hook-events`` record becomes), :mod:`~streams.frames.codec`
+(the ``frames`` topic records). Kafka agent: :mod:`~streams.frames.worker` (faust). Projection:
+``projections/frames.py``, ``projections/sink.py``, ``projections/projector.py``; embedded runner:
+``hivestream/runner.py``.
+"""
