@@ -28,6 +28,7 @@ import time
 import urllib.parse
 from pathlib import Path
 
+from hivestream.spool import fsync_dir
 from streams.ingest.spool_format import decode_records, encode_record
 
 RUNTIMES = ("claude-code", "codex", "codex-notify", "openclaw", "openclaw-plugin", "knowhub", "prefixed", "auto")
@@ -102,12 +103,6 @@ def post(url: str, runtime: str, body: bytes, token: str | None, timeout_s: floa
         return 0
 
 
-def _fsync_dir(d: Path) -> None:
-    fd = os.open(d, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def spool_write(spool: Path, runtime: str, body: bytes, sub: str = "") -> Path:
@@ -128,7 +123,7 @@ def spool_write(spool: Path, runtime: str, body: bytes, sub: str = "") -> Path:
         os.close(fd)
     final = d / name
     os.rename(tmp, final)
-    _fsync_dir(d)
+    fsync_dir(d)
     return final
 
 

@@ -126,7 +126,7 @@ class Spool:
                 self._seq += 1
                 self._open_path = self.dir / f"seg-{self._seq:012d}-{time.time_ns() // 1_000_000}.spool"
                 self._fd = os.open(self._open_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-                _fsync_dir(self.dir)
+                fsync_dir(self.dir)
             view = memoryview(data)
             while view:
                 n = os.write(self._fd, view)
@@ -173,7 +173,7 @@ class Spool:
                 seg.path.unlink()
             except FileNotFoundError:
                 return
-            _fsync_dir(self.dir)
+            fsync_dir(self.dir)
             self._sealed_bytes = max(0, self._sealed_bytes - seg.size)
             self._sealed_records = max(0, self._sealed_records - records)
 
@@ -182,7 +182,12 @@ class Spool:
         self.seal()
 
 
-def _fsync_dir(d: Path) -> None:
+def fsync_dir(d: Path) -> None:
+    """fsync directory ``d`` so a file created, renamed or removed in it survives a crash.
+
+    Raises:
+        OSError: when ``d`` cannot be opened or synced.
+    """
     fd = os.open(d, os.O_RDONLY)
     try:
         os.fsync(fd)

@@ -41,6 +41,18 @@ BAD_LINES = [
 ]
 
 
+def hivestream_cli(bootstrap: str, *args: str, timeout: int = 600) -> str:
+    """Run ``hivestream ARGS`` against ``bootstrap``; its stdout.
+
+    Raises:
+        AssertionError: with its output when it exits non-zero.
+    """
+    env = {**os.environ, "KAFKA_BOOTSTRAP_SERVERS": bootstrap}
+    r = subprocess.run([sys.executable, "-m", "hivestream", *args], cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=timeout)
+    assert r.returncode == 0, r.stdout + r.stderr
+    return r.stdout
+
+
 def unique_namespace(prefix: str) -> str:
     """A namespace no other test uses."""
     return f"{prefix}-{uuid.uuid4().hex[:8]}"

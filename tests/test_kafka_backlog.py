@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import os
 import random
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -22,11 +20,11 @@ import pytest
 from bench.backlog import BacklogSpec, write_backlog
 from streams.topics import Topics
 from tests.kafka_harness import (
-    REPO_ROOT,
     dead_letter_reasons,
     end_offset_sum,
     frame_tables,
     group_lag,
+    hivestream_cli,
     kill9,
     project_all,
     start_worker,
@@ -43,23 +41,17 @@ TURNS = 12_500  # 4 capture events per turn: 50,000 events
 KILLS = 10
 
 
-def _cli(bootstrap: str, *args: str) -> str:
-    env = {**os.environ, "KAFKA_BOOTSTRAP_SERVERS": bootstrap}
-    r = subprocess.run([sys.executable, "-m", "hivestream", *args], cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=600)
-    assert r.returncode == 0, r.stdout + r.stderr
-    return r.stdout
-
 
 def test_backlog_two_workers_ten_kills_equal_the_embedded_runner(kafka_bootstrap: str, tmp_path: Path) -> None:
     log = tmp_path / "backlog.jsonl"
     lines = write_backlog(log, BacklogSpec(turns=TURNS, sessions=500, seed=int(os.environ.get("HIVESTREAM_TEST_SEED", "9"))))
     assert lines >= 4 * TURNS
     ref = tmp_path / "embedded.duckdb"
-    _cli(kafka_bootstrap, "run", str(log), "--db", str(ref))
+    hivestream_cli(kafka_bootstrap, "run", str(log), "--db", str(ref))
 
     topics = Topics(unique_namespace("backlog"))
-    _cli(kafka_bootstrap, "topics", "--namespace", topics.namespace, "--partitions", "4")
-    _cli(kafka_bootstrap, "produce", str(log), "--namespace", topics.namespace)
+    hivestream_cli(kafka_bootstrap, "topics", "--namespace", topics.namespace, "--partitions", "4")
+    hivestream_cli(kafka_bootstrap, "produce", str(log), "--namespace", topics.namespace)
     total = end_offset_sum(kafka_bootstrap, topics.hook_events)
     assert total >= 4 * TURNS
 

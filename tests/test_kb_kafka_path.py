@@ -6,9 +6,6 @@ worker's log in strict mode; issue 11's cases come out right through every entry
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +17,7 @@ from streams.events import stable_id
 from streams.experiences.extract import ChatClient
 from streams.experiences.settings import KbSettings
 from streams.topics import Topics
-from tests.kafka_harness import REPO_ROOT, create_topics, end_offset_sum, group_lag, start_worker, stop, unique_namespace, wait_until
+from tests.kafka_harness import create_topics, end_offset_sum, group_lag, hivestream_cli, start_worker, stop, unique_namespace, wait_until
 from tests.kb_fixtures import T0, extraction_lines, extractor_script, scenario_lines, write_lines
 from tests.kb_hardening_lines import check, extraction_count, hardening_lines
 from tests.kb_privacy import leaks, privacy_lines
@@ -59,12 +56,6 @@ def settle_extractions(t: dict[str, list[tuple[Any, ...]]]) -> dict[str, list[tu
     return out
 
 
-def cli(bootstrap: str, *args: str) -> str:
-    env = {**os.environ, "KAFKA_BOOTSTRAP_SERVERS": bootstrap}
-    r = subprocess.run([sys.executable, "-m", "hivestream", *args], cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0, r.stdout + r.stderr
-    return r.stdout
-
 
 def topic_bytes(bootstrap: str, topic: str) -> bytes:
     """Every key and value of ``topic``."""
@@ -96,7 +87,7 @@ def test_kb_kafka_path_equals_the_embedded_runner(kafka_bootstrap: str, tmp_path
         monkeypatch.setenv("HIVESTREAM_KB_EXTRACTION_ENABLED", "1")
         monkeypatch.setenv("HIVESTREAM_KB_EXTRACTION_BASE_URL", server.base_url)
         monkeypatch.setenv("HIVESTREAM_KB_EXTRACTION_MODEL", "stub-model")
-        cli(kafka_bootstrap, "produce", str(log), "--namespace", ns)
+        hivestream_cli(kafka_bootstrap, "produce", str(log), "--namespace", ns)
         w = start_worker(kafka_bootstrap, ns, tmp_path / "w", log=tmp_path / "worker.log")
         group = f"{ns}-dedup"
 
@@ -113,7 +104,7 @@ def test_kb_kafka_path_equals_the_embedded_runner(kafka_bootstrap: str, tmp_path
             stop(w)
     want = tables(tmp_path / "embedded.duckdb")
     db = tmp_path / "kafka.duckdb"
-    out = cli(kafka_bootstrap, "kb", "project", "--db", str(db), "--namespace", ns, "--until-caught-up")
+    out = hivestream_cli(kafka_bootstrap, "kb", "project", "--db", str(db), "--namespace", ns, "--until-caught-up")
     assert "dead letters" in " ".join(out.split())  # rich wraps the line at the terminal's width
     got = tables(db)
     assert want["experiences"] and want["kb_telemetry"] and want["experience_reviews"]
@@ -129,7 +120,7 @@ def test_kb_kafka_path_equals_the_embedded_runner(kafka_bootstrap: str, tmp_path
     check(db, strict=True)
     # a replay into a new file gives it again
     again = tmp_path / "replay.duckdb"
-    cli(kafka_bootstrap, "kb", "project", "--db", str(again), "--namespace", ns, "--until-caught-up")
+    hivestream_cli(kafka_bootstrap, "kb", "project", "--db", str(again), "--namespace", ns, "--until-caught-up")
     assert tables(again) == got
     # strict mode: no sensitive substring on any topic or in the worker's log
     for topic in (t.hook_events, t.frames, t.dead_letter, t.experience_events, t.kb_extract, t.kb_dead_letter):
