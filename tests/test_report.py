@@ -127,12 +127,19 @@ def test_kafka_path_file_read_from_its_snapshot_while_the_writer_holds_it(tmp_pa
     assert "answered from the snapshot" in page
     st = states(page)
     assert st["captures-per-day"] == st["duplicate-share"] == st["capture-lag"] == "plot"
-    assert st["memory-reads-writes"] == "empty"  # the Kafka path writes no memory_tool_calls table (yet)
+    assert st["memory-reads-writes"] == "empty"  # this projection holds no memory tool call
 
 
 def test_memory_query_on_a_file_without_the_table_says_why(tmp_path: Path) -> None:
+    import duckdb
+
+    from projections.schema import DDL
+
     db = tmp_path / "k.duckdb"
-    DuckSink(db).close()  # what the Kafka projector creates
+    con = duckdb.connect(str(db))  # a projection made before memory_tool_calls existed
+    for stmt in DDL:
+        con.execute(stmt)
+    con.close()
     res = CliRunner().invoke(app, ["query", "memory-tool-errors", "--db", str(db)])
     assert res.exit_code == 2 and "no memory_tool_calls table" in res.output
     ok = CliRunner().invoke(app, ["query", "window-whatif", "--db", str(db), "--format", "json"])
