@@ -1,14 +1,12 @@
-"""What every hivestream faust worker shares: the app settings, the recovery fix, changelog topics, running.
+"""What every hivestream faust worker shares: the app settings, the commit hook, batched output, changelog topics, running.
 
-The recovery fix (faust-streaming issue #596, open in 0.15.3): after a table restore, faust's
-``Recovery`` resumes the stream partitions, seeks them to the committed offsets, and only then
-calls ``app.flow_control.resume()``, which also *clears* every stream queue. Flow was already
-resumed for the changelog restore, so records fetched from the input partitions between the seek
-and that call sit in the queues and are dropped: their offsets are never acked, faust commits only
-a contiguous run of acked offsets, and the committed offset stops advancing for good (the
-consumer group's lag grows; the next restart re-processes everything since). :class:`KeepQueuedFlowControl`
-makes ``resume()`` clear the queues only when flow was actually suspended (a suspension already
-cleared them at the revocation), so records fetched after the seek are processed and acked.
+Known and left open: faust-streaming issue #596. After a table restore faust resumes and seeks the
+input partitions, then clears the stream queues; a fetch that lands between the seek and the clear
+leaves offsets that are never acked, and the committed offset can stop advancing (the consumer
+group's lag grows; the next restart re-processes from the stale offset; outputs stay complete and
+idempotent). Not clearing the queues there (tried in this project) turns the stall into a silent
+loss: a stale pre-seek fetch marks the refetched offsets as a gap (acked) and faust skips them as
+already read. The fix belongs in faust's seek/gap bookkeeping.
 """
 
 from __future__ import annotations
@@ -21,28 +19,10 @@ from weakref import WeakKeyDictionary
 
 import faust
 from faust.transport.drivers.aiokafka import Consumer as AIOKafkaConsumer
-from mode.utils.queues import FlowControlEvent
 
 from streams.settings import Settings
 from streams.topics import TopicSpec
 from streams.workdir import claim_worker_dir
-
-
-class KeepQueuedFlowControl(FlowControlEvent):
-    """``app.flow_control`` whose :meth:`resume` keeps queued records when flow is already active.
-
-    Source: faust-streaming issue #596 (recovery clears queued records after seeking; acked offsets
-    get a permanent gap). Clearing on a real suspend → resume transition is kept.
-    """
-
-    def resume(self) -> None:
-        """Resume flow; clear the queues only if flow was suspended."""
-        was_suspended = not self.is_active()
-        self._suspend.clear()
-        self._resume.set()
-        if was_suspended:
-            self.clear()
-
 
 _BEFORE_COMMIT: WeakKeyDictionary[Any, list[Callable[[], Awaitable[None]]]] = WeakKeyDictionary()
 
@@ -126,7 +106,7 @@ def make_faust_app(app_id: str, settings: Settings, *, store: str, partitions: i
     second (faust flushes its producer before each commit, so outputs and changelog writes of the
     committed records are durable), a 10 s session timeout (a killed worker's partitions move after
     10 s, not 60 s), no web server, a producer that lingers 10 ms into 1 MiB batches, and the
-    :class:`KeepQueuedFlowControl` recovery fix and the :class:`FlushBeforeCommitConsumer`. ``data_dir`` is the base of the workers' slot
+    :class:`FlushBeforeCommitConsumer`. ``data_dir`` is the base of the workers' slot
     directories (:func:`streams.workdir.claim_worker_dir`).
     """
     kwargs: dict[str, Any] = {}
@@ -155,7 +135,6 @@ def make_faust_app(app_id: str, settings: Settings, *, store: str, partitions: i
         stream_buffer_maxsize=16_384,
         **kwargs,
     )
-    app.flow_control = KeepQueuedFlowControl(loop=app.loop)
     app.transport.Consumer = FlushBeforeCommitConsumer  # type: ignore[misc]  # the transport makes its consumer from this attribute
     return app
 

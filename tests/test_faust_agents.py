@@ -118,29 +118,6 @@ def test_a_tombstone_is_dead_lettered_with_a_clear_reason() -> None:
     assert out is not None and out.reason == "malformed_json" and "tombstone" in out.detail  # type: ignore[union-attr]
 
 
-def test_flow_control_resume_keeps_records_queued_while_flow_is_active() -> None:
-    """faust-streaming #596: a resume() while flow is already active must not clear the stream queues."""
-    import asyncio
-
-    from mode.utils.queues import FlowControlQueue
-
-    from streams.faust_base import KeepQueuedFlowControl
-
-    async def scenario() -> tuple[int, int]:
-        fc = KeepQueuedFlowControl()
-        q: FlowControlQueue[int] = FlowControlQueue(flow_control=fc, clear_on_resume=True)
-        fc.resume()  # recovery resumes flow to read the changelogs
-        q.put_nowait(1)  # a record fetched after the seek
-        fc.resume()  # recovery completed: resumes again
-        kept = q.qsize()
-        fc.suspend()
-        q.put_nowait(2)
-        fc.resume()  # a real suspend → resume transition still clears
-        return kept, q.qsize()
-
-    assert asyncio.run(scenario()) == (1, 0)
-
-
 def test_each_running_worker_claims_its_own_state_directory(tmp_path: Any) -> None:
     import subprocess
     import sys
