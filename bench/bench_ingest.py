@@ -47,7 +47,7 @@ BIN = Path(sys.executable).parent
 def payload(tag: str, i: int) -> dict[str, Any]:
     """A Claude Code UserPromptSubmit payload with a unique prompt of about 120 characters."""
     return {"session_id": f"bench-{tag}-{i % 97}", "hook_event_name": "UserPromptSubmit", "cwd": "/work/bench",
-            "transcript_path": "/home/u/.claude/projects/bench/s.jsonl", "permission_mode": "default",
+            "transcript_path": "projects/bench/s.jsonl", "permission_mode": "default",
             "prompt": f"{tag} {i}: please refactor the ingestion module and keep the tests green {uuid.uuid4().hex}",
             "event_time_ms": 1_790_000_000_000 + i}
 
