@@ -193,77 +193,23 @@ def worker_group(topics: Topics) -> str:
     return f"{topics.namespace}-dedup" + (f"-{topics.frames_version}" if topics.frames_version else "")
 
 
-def expected_frame_event_ids(bootstrap: str, topics: Topics) -> set[str]:
-    """The event ids of every capture on hook-events (what the worker must have framed)."""
-    from streams.frames.capture import Capture
-    from streams.frames.steps import Position, route_hook_record
-    from streams.settings import Settings
-
-    settings = Settings()
-    out: set[str] = set()
-    c = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
-    try:
-        tps = [TopicPartition(topics.hook_events, p) for p in sorted(c.partitions_for_topic(topics.hook_events) or ())]
-        c.assign(tps)
-        c.seek_to_beginning(*tps)
-        ends = c.end_offsets(tps)
-        while any(c.position(tp) < ends[tp] for tp in tps):
-            for tp, recs in c.poll(timeout_ms=1000).items():
-                for r in recs:
-                    res = route_hook_record(r.value, Position(tp.topic, tp.partition, r.offset, r.timestamp), settings, 0)
-                    if isinstance(res, Capture):
-                        out.add(res.event_id)
-        return out
-    finally:
-        c.close()
-
-
-def wait_worker_done(bootstrap: str, topics: Topics, timeout_s: float = 300, quiet_s: float = 15.0) -> None:
+def wait_worker_done(bootstrap: str, topics: Topics, timeout_s: float = 300) -> None:
     """Wait until the frames worker is done: its consumer group has committed every hook-events
-    record, or (faust-streaming #596, open: after a restore faust can stop advancing a worker's
-    committed offset although it processed everything; see the README) its output has not grown
-    for ``quiet_s`` seconds and holds a frame event for every capture on hook-events.
+    record (zero committed lag; faust #596 is fixed by :mod:`streams.faust_base`, so a worker that
+    processed everything also commits it).
 
     Raises:
-        TimeoutError: when neither holds after ``timeout_s`` seconds.
+        TimeoutError: when the group has not caught up after ``timeout_s`` seconds.
     """
     group = worker_group(topics)
-    last: dict[str, Any] = {"size": None, "since": time.monotonic()}
 
     def done() -> bool:
         try:
-            if end_offset_sum(bootstrap, topics.hook_events) > 0 and group_lag(bootstrap, group, [topics.hook_events]) == 0:
-                return True
-            size = end_offset_sum(bootstrap, topics.frames)
+            return end_offset_sum(bootstrap, topics.hook_events) > 0 and group_lag(bootstrap, group, [topics.hook_events]) == 0
         except KafkaError:  # the group coordinator is not ready yet on a fresh broker
             return False
-        now = time.monotonic()
-        if size != last["size"]:
-            last["size"], last["since"] = size, now
-            return False
-        if now - last["since"] < quiet_s:
-            return False
-        framed = _event_ids(bootstrap, topics.frames, lambda v: str(json.loads(v)["capture"]["event_id"]))
-        return expected_frame_event_ids(bootstrap, topics) <= framed
 
     wait_until(done, timeout_s, f"consumer group {group} to catch up", every_s=1.0)
-
-
-def _event_ids(bootstrap: str, topic: str, parse: Callable[[bytes], str]) -> set[str]:
-    """The ids ``parse`` reads from every record of ``topic``."""
-    c = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
-    try:
-        tps = [TopicPartition(topic, p) for p in sorted(c.partitions_for_topic(topic) or ())]
-        c.assign(tps)
-        c.seek_to_beginning(*tps)
-        ends = c.end_offsets(tps)
-        out: set[str] = set()
-        while any(c.position(tp) < ends[tp] for tp in tps):
-            for recs in c.poll(timeout_ms=1000).values():
-                out.update(parse(r.value) for r in recs if r.value)
-        return out
-    finally:
-        c.close()
 
 
 def project_all(bootstrap: str, topics: Topics, db: Path) -> None:

@@ -39,7 +39,7 @@ from streams.experiences.extract import ChatClient, Completer
 from streams.experiences.from_hooks import ExtractionRequest, KbDeriver
 from streams.experiences.kb_step import might_be_kb, redacted_dead_letter, route_kb_record, run_extraction
 from streams.experiences.settings import KbSettings
-from streams.faust_base import BatchedOutput, changelog_specs, make_faust_app, on_before_commit, run_app
+from streams.faust_base import BatchedOutput, changelog_specs, is_stale, make_faust_app, on_before_commit, run_app
 from streams.frames.capture import Capture
 from streams.frames.codec import frame_event_to_json
 from streams.frames.dedup import DedupCore, group_of_key
@@ -184,6 +184,9 @@ def create_app(
         """hook-events → frames (dedup state in the changelog-backed table), dead-letter, experience-events."""
         async for event in stream.events():
             m = event.message
+            if is_stale(app, m):  # faust #596 fix: this record comes again after a seek, in order
+                yield None
+                continue
             raw = event.value
             pos = Position(m.topic, m.partition, m.offset, int(m.timestamp * 1000))
             res = route_hook_record(raw, pos, settings, wall_clock_ms())

@@ -18,7 +18,7 @@ import faust
 
 from streams.clock import wall_clock_ms
 from streams.deadletter import DeadLetter
-from streams.faust_base import changelog_specs, make_faust_app
+from streams.faust_base import changelog_specs, is_stale, make_faust_app
 from streams.frames.steps import Position
 from streams.settings import Settings
 from streams.stubs.partition_step import Emit, StubPartitionStep
@@ -73,6 +73,9 @@ def create_stub_app(settings: Settings, policy: MatchPolicy, *, partitions: int,
         """stub-events → stub-matches (same partition) or stub-dead-letter."""
         async for event in stream.events():
             m = event.message
+            if is_stale(app, m):  # faust #596 fix: this record comes again after a seek, in order
+                yield None
+                continue
             step = steps.get(m.partition)
             if step is None:
                 step = steps[m.partition] = StubPartitionStep(m.partition, policy, table)
