@@ -279,7 +279,7 @@ def report(figs: dict[str, list[dict[str, float]]]) -> None:
         if stage not in figs:
             continue
         s, a = show(sname, stage), show("anchor: " + aname, anchor)
-        print(f"  ratio {stage} / anchor: {s / a:.2f}\n")
+        print(f"  ratio {stage} / anchor: {s / a:.3g}\n")
 
 
 def main() -> None:
