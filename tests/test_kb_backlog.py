@@ -17,11 +17,9 @@ import json
 import os
 import random
 import re
-import time
 from pathlib import Path
 
 import pytest
-from kafka.errors import KafkaError
 
 from bench.stage_backlog import KbBacklogSpec, kb_backlog, write_lines
 from projections.consumer import PartitionReader, TopicPartition
@@ -36,6 +34,7 @@ from tests.kafka_harness import (
     stop,
     unique_namespace,
     wait_until,
+    wait_worker_done,
     worker_group,
 )
 from tests.test_kb_pipeline import tables
@@ -67,32 +66,6 @@ def event_ids(bootstrap: str, topic: str) -> set[str]:
         c.close()
 
 
-def wait_kb_workers_done(bootstrap: str, t: Topics, expected_events: int, timeout_s: float = 600, quiet_s: float = 10.0) -> None:
-    """Wait until ``experience-events`` holds ``expected_events`` distinct KnowHub events and the workers are
-    done: their group committed every ``hook-events`` record, or (faust-streaming #596, open) the topic has
-    not grown for ``quiet_s`` seconds.
-
-    Raises:
-        TimeoutError: when that does not happen within ``timeout_s`` seconds.
-    """
-    last = {"size": -1, "since": time.monotonic()}
-
-    def done() -> bool:
-        try:
-            caught_up = group_lag(bootstrap, worker_group(t), [t.hook_events]) == 0
-            size = end_offset_sum(bootstrap, t.experience_events)
-        except KafkaError:
-            return False
-        now = time.monotonic()
-        if size != last["size"]:
-            last["size"], last["since"] = size, now
-        if size < expected_events or (not caught_up and now - last["since"] < quiet_s):
-            return False
-        return len(event_ids(bootstrap, t.experience_events)) >= expected_events
-
-    wait_until(done, timeout_s, f"{expected_events} KnowHub events on {t.experience_events}", every_s=2.0)
-
-
 def test_kb_backlog_two_workers_kill9_equal_the_embedded_runner(kafka_bootstrap: str, tmp_path: Path) -> None:
     log = tmp_path / "kb.jsonl"
     lines = write_lines(log, kb_backlog(KbBacklogSpec(events=EVENTS, seed=SEED)))
@@ -118,8 +91,9 @@ def test_kb_backlog_two_workers_kill9_equal_the_embedded_runner(kafka_bootstrap:
             victim = rnd.choice(sorted(workers))
             kill9(workers[victim])
             workers[victim] = start_worker(kafka_bootstrap, t.namespace, tmp_path / f"w-{victim}", log=wlog)
-        wait_kb_workers_done(kafka_bootstrap, t, expected_events)
-        # Once faust #596 is fixed: assert group_lag(kafka_bootstrap, worker_group(t), [t.hook_events]) == 0 here.
+        wait_worker_done(kafka_bootstrap, t, timeout_s=600)  # zero committed lag (faust #596 fixed in streams.faust_base)
+        assert group_lag(kafka_bootstrap, worker_group(t), [t.hook_events]) == 0
+        assert len(event_ids(kafka_bootstrap, t.experience_events)) >= expected_events
     finally:
         for w in workers.values():
             stop(w)
