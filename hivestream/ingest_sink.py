@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hivestream.spool import Segment, Spool, SpoolFull
+from streams.ingest.partitioner import MemoPartitioner
 from streams.ingest.spool_format import decode_kafka_record, encode_kafka_record
 from streams.topics import TopicSpec, ensure_topics
 
@@ -93,6 +94,7 @@ class DurableSink:
             max_request_size=2_097_152,
             request_timeout_ms=max(5_000, int(self.produce_timeout_s * 2000)),
             retry_backoff_ms=200,
+            partitioner=MemoPartitioner(),
         )
 
     async def _ensure_producer(self) -> Any:
@@ -140,11 +142,15 @@ class DurableSink:
                 p = await self._ensure_producer()
         t0 = time.monotonic()
         futs: list[asyncio.Future[Any]] = []
+        send = p.send
         try:
             async with asyncio.timeout(timeout_s):
+                # Records of concurrent requests join the same per-partition batches in aiokafka's
+                # accumulator (one produce request in flight per broker: a group commit); each
+                # request waits only for its own records' futures.
                 for topic, key, value in records:
-                    futs.append(await p.send(topic, value=value, key=key))
-                await asyncio.gather(*futs, return_exceptions=True)
+                    futs.append(await send(topic, value=value, key=key))
+                await asyncio.wait(futs)
         except Exception as e:  # a timeout or a send error: the ones not done count as unacknowledged
             log.debug("ingest: send interrupted: %r", e)
         acked = [f.done() and not f.cancelled() and f.exception() is None for f in futs]
