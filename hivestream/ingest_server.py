@@ -167,8 +167,11 @@ class IngestApp:
         if request.content_length is not None and request.content_length > limit:
             return self._reject(413, "body_too_large", f"body of {request.content_length} bytes is over the {limit}-byte limit")
         try:
-            async with asyncio.timeout(self.cfg.read_timeout_s):
+            if request.content.is_eof():  # the whole body is already buffered: reading cannot wait
                 body = await _read_body(request, limit)
+            else:
+                async with asyncio.timeout(self.cfg.read_timeout_s):
+                    body = await _read_body(request, limit)
         except _TooLarge:
             return self._reject(413, "body_too_large", f"body is over the {limit}-byte limit")
         except TimeoutError:
