@@ -33,10 +33,11 @@ log = logging.getLogger("hivestream.ingest")
 Record = tuple[str, bytes, bytes]
 """(topic, key, value) of one Kafka record."""
 
-BATCH_MIN_RECORDS = 32
-"""A write of at least this many records goes out as whole per-partition record batches (one
-future per batch); smaller ones are appended record by record to aiokafka's shared batches, where
-concurrent requests' records travel together."""
+
+def _consume(f: asyncio.Future[Any]) -> None:
+    """Retrieve a late record future's outcome, so asyncio does not log it as never retrieved."""
+    if not f.cancelled():
+        f.exception()
 
 
 @dataclass
@@ -147,60 +148,29 @@ class DurableSink:
             async with asyncio.timeout(timeout_s):
                 p = await self._ensure_producer()
         t0 = time.monotonic()
-        futs: list[asyncio.Future[Any] | None] = [None] * len(records)
+        futs: list[asyncio.Future[Any]] = []
+        send = p.send
         try:
             async with asyncio.timeout(timeout_s):
-                if len(records) >= BATCH_MIN_RECORDS:
-                    await self._enqueue_batches(p, records, futs)
-                else:
-                    # Records of concurrent requests join the same per-partition batches in aiokafka's
-                    # accumulator (one produce request in flight per broker: a group commit); each
-                    # request waits only for its own records' futures.
-                    send = p.send
-                    for i, (topic, key, value) in enumerate(records):
-                        futs[i] = await send(topic, value=value, key=key)
-                await asyncio.wait({f for f in futs if f is not None})
+                # Records of concurrent requests join the same per-partition batches in aiokafka's
+                # accumulator (one produce request in flight per broker: a group commit); each
+                # request waits only for its own records' futures.
+                for topic, key, value in records:
+                    futs.append(await send(topic, value=value, key=key))
+                await asyncio.wait(futs)
         except Exception as e:  # a timeout or a send error: the ones not done count as unacknowledged
             log.debug("ingest: send interrupted: %r", e)
-        acked = [f is not None and f.done() and not f.cancelled() and f.exception() is None for f in futs]
+        acked = [f.done() and not f.cancelled() and f.exception() is None for f in futs]
+        acked += [False] * (len(records) - len(acked))
         if all(acked):
             self._on_latency(time.monotonic() - t0)
         else:
-            errs = {repr(f.exception()) for f in futs if f is not None and f.done() and not f.cancelled() and f.exception() is not None}
+            errs = {repr(f.exception()) for f in futs if f.done() and not f.cancelled() and f.exception() is not None}
+            for f in futs:
+                if not f.done():  # spooled now; whatever the broker answers later is not waited for
+                    f.add_done_callback(_consume)
             await self._drop_producer(", ".join(sorted(errs)) or f"no acknowledgement within {timeout_s:.1f} s")
         return acked
-
-    async def _enqueue_batches(self, p: Any, records: list[Record], futs: list[asyncio.Future[Any] | None]) -> None:
-        """Hand ``records`` to ``p`` as whole record batches per (topic, partition), in order within
-        each partition; ``futs[i]`` becomes the future of the batch holding record ``i``. The
-        partition is the one ``p``'s partitioner picks (:class:`MemoPartitioner`)."""
-        parts: dict[str, list[int]] = {}
-        groups: dict[tuple[str, int], list[int]] = {}
-        part = self._partitioner
-        for i, (topic, key, _value) in enumerate(records):
-            all_parts = parts.get(topic)
-            if all_parts is None:
-                all_parts = parts[topic] = sorted(await p.partitions_for(topic))
-            groups.setdefault((topic, part(key, all_parts, all_parts)), []).append(i)
-        for (topic, partition), idx in groups.items():
-            batch = p.create_batch()
-            members: list[int] = []
-            for i in idx:
-                _t, key, value = records[i]
-                if batch.append(key=key, value=value, timestamp=None) is None:
-                    if members:  # full: send it and start the next one
-                        fut = await p.send_batch(batch, topic, partition=partition)
-                        for j in members:
-                            futs[j] = fut
-                        batch, members = p.create_batch(), []
-                    if batch.append(key=key, value=value, timestamp=None) is None:  # larger than a batch: on its own
-                        futs[i] = await p.send(topic, value=value, key=key, partition=partition)
-                        continue
-                members.append(i)
-            if members:
-                fut = await p.send_batch(batch, topic, partition=partition)
-                for j in members:
-                    futs[j] = fut
 
     async def write(self, records: list[Record]) -> str:
         """Make ``records`` durable; returns ``"broker"`` or ``"spool"`` (where the last ones went).
