@@ -96,7 +96,7 @@ class DurableSink:
             client_id="hivestream-ingest",
             enable_idempotence=True,
             acks="all",
-            linger_ms=1,
+            linger_ms=0,  # one produce request in flight: records arriving meanwhile form the next batch anyway
             max_batch_size=262_144,
             max_request_size=2_097_152,
             request_timeout_ms=max(5_000, int(self.produce_timeout_s * 2000)),
