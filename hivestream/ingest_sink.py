@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -32,6 +33,36 @@ log = logging.getLogger("hivestream.ingest")
 
 Record = tuple[str, bytes, bytes]
 """(topic, key, value) of one Kafka record."""
+
+
+async def _in_daemon_thread(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """``fn(*args, **kwargs)`` in a daemon thread, awaited. Unlike :func:`asyncio.to_thread`, a call
+    that blocks (kafka-python's admin client bootstrapping against an unreachable broker) does not
+    hold up the event loop's shutdown: SIGTERM stops the server at once.
+
+    Raises:
+        whatever ``fn`` raises.
+    """
+    loop = asyncio.get_running_loop()
+    fut: asyncio.Future[Any] = loop.create_future()
+
+    def settle(ok: bool, value: Any) -> None:
+        if not fut.done():
+            if ok:
+                fut.set_result(value)
+            else:
+                fut.set_exception(value)
+
+    def target() -> None:
+        try:
+            result: tuple[bool, Any] = (True, fn(*args, **kwargs))
+        except BaseException as e:  # handed to the awaiting task
+            result = (False, e)
+        with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits any more
+            loop.call_soon_threadsafe(settle, *result)
+
+    threading.Thread(target=target, name="hivestream-ingest-admin", daemon=True).start()
+    return await fut
 
 
 def _consume(f: asyncio.Future[Any]) -> None:
@@ -113,7 +144,7 @@ class DurableSink:
             if self._producer is not None:
                 return self._producer
             if not self._topics_ready and self.topic_specs:
-                await asyncio.to_thread(ensure_topics, self.bootstrap, self.topic_specs, timeout_ms=10_000)
+                await _in_daemon_thread(ensure_topics, self.bootstrap, self.topic_specs, timeout_ms=10_000)
                 self._topics_ready = True
             p = self._factory()
             try:

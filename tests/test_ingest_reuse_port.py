@@ -1,6 +1,6 @@
-"""Two ``hivestream ingest`` processes started with ``--reuse-port`` share one port, each with its
-own spool; with no broker reachable both answer 200 only once a payload is in their spool, where
-it is found after a kill -9."""
+"""``hivestream ingest`` without a broker: two processes started with ``--reuse-port`` share one
+port, each answering 200 only once a payload is in its own spool (found there after a kill -9);
+SIGTERM stops a server at once even while its admin client is still trying to reach the broker."""
 
 from __future__ import annotations
 
@@ -44,3 +44,15 @@ def test_two_servers_share_a_port_and_each_spools_what_it_accepted(tmp_path: Pat
     assert sum(counts) == 40, counts
     if sys.platform.startswith("linux"):
         assert all(c > 0 for c in counts), f"one listener took every connection: {counts}"
+
+
+def test_sigterm_stops_a_server_whose_broker_is_unreachable(tmp_path: Path) -> None:
+    proc = IngestProc(f"127.0.0.1:{_dead_port()}", "term", tmp_path / "spool")
+    try:
+        body = {"session_id": "t", "hook_event_name": "UserPromptSubmit", "prompt": "before the stop", "event_time_ms": 1_790_000_000_000}
+        r = httpx.post(f"{proc.url}/v1/hooks/claude-code", json=body, timeout=30)
+        assert r.status_code == 200 and r.json()["durable"] == "spool"
+    finally:
+        proc.stop()  # SIGTERM; SIGKILL only if it has not exited within 30 s
+    assert proc.proc.returncode == 0, f"not a clean exit on SIGTERM: {proc.proc.returncode}"
+    assert Spool(tmp_path / "spool").records == 1
