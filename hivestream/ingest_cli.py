@@ -26,6 +26,7 @@ def ingest(
     read_timeout_s: Annotated[float, typer.Option("--read-timeout", help="seconds allowed to receive a body")] = 10.0,
     produce_timeout_s: Annotated[float, typer.Option("--produce-timeout", help="seconds to wait for the broker before spooling")] = 5.0,
     access_log: Annotated[bool, typer.Option("--access-log", help="log one line per request")] = False,
+    reuse_port: Annotated[bool, typer.Option("--reuse-port", help="SO_REUSEPORT: several ingest processes share --port (each its own --spool-dir)")] = False,
     bootstrap: BootstrapOpt = None,
     namespace: NamespaceOpt = None,
     partitions: PartitionsOpt = None,
@@ -51,7 +52,7 @@ def ingest(
     cfg = IngestConfig(host=host, port=port, tokens=TokenTable(entries), bootstrap=s.kafka_bootstrap_servers, namespace=s.topic_namespace,
                        partitions=s.partitions, spool_dir=spool_dir, spool_max_bytes=spool_max_bytes, max_body_bytes=max_body_bytes,
                        read_timeout_s=read_timeout_s, produce_timeout_s=produce_timeout_s, privacy_mode=KbSettings().privacy_mode,
-                       access_log=access_log)
+                       access_log=access_log, reuse_port=reuse_port)
 
     def ready(p: int) -> None:
         print(f"hivestream ingest: listening on http://{host}:{p}", file=sys.stderr, flush=True)

@@ -19,6 +19,7 @@ One :class:`prometheus_client.CollectorRegistry` per server, so several servers 
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
@@ -47,6 +48,26 @@ class IngestMetrics:
             "hivestream_ingest_produce_latency_seconds", "broker round trip of one request's records",
             buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0), registry=r,
         )
+
+        self._children: dict[tuple[str, str], Any] = {}
+
+    def _child(self, family: str, label: str) -> Any:
+        child = self._children.get((family, label))
+        if child is None:
+            child = self._children[(family, label)] = getattr(self, family).labels(label)
+        return child
+
+    def request(self, status: int) -> None:
+        """Count one HTTP answer with ``status`` (labelled children are looked up once, then kept)."""
+        self._child("requests", str(status)).inc()
+
+    def accept(self, runtime: str, n: int) -> None:
+        """Count ``n`` payloads accepted on route ``runtime``."""
+        self._child("accepted", runtime).inc(n)
+
+    def reject(self, reason: str) -> None:
+        """Count one payload or body rejected with ``reason``."""
+        self._child("rejected", reason).inc()
 
     def render(self, sink: DurableSink) -> bytes:
         """The exposition text, with the spool gauges read from ``sink`` now."""

@@ -13,7 +13,10 @@ so the size limit and the slow-client timeout apply while reading). Routes:
 * ``GET /healthz``: ``200 {"status": "ok", ...}``, ``503`` while the spool is full.
 * ``GET /metrics``: Prometheus text (:mod:`hivestream.ingest_metrics`).
 
-Tokens are never logged; the access log is off unless asked for.
+Tokens are never logged; the access log is off unless asked for. The event loop is uvloop's (libuv)
+when it is installed (a dependency), and answers are serialised by orjson. ``reuse_port`` lets
+several server processes listen on one port (``SO_REUSEPORT``; the kernel spreads connections),
+each with its own spool directory.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import orjson
 from aiohttp import web
 
 from hivestream.ingest_metrics import CONTENT_TYPE, IngestMetrics
@@ -61,6 +65,7 @@ class IngestConfig:
         privacy_mode: KnowHub redaction before the topic.
         retry_after_s: the ``Retry-After`` of a 503 (seconds).
         access_log: log one line per request (never the Authorization header).
+        reuse_port: bind with ``SO_REUSEPORT`` so several processes share ``port`` (Linux, BSD).
     """
 
     host: str = "127.0.0.1"
@@ -77,6 +82,7 @@ class IngestConfig:
     privacy_mode: RedactionMode = RedactionMode.STRICT
     retry_after_s: int = 5
     access_log: bool = False
+    reuse_port: bool = False
 
 
 class ConfigError(ValueError):
@@ -119,17 +125,19 @@ class IngestApp:
         self.metrics = metrics
         self.now_ms = now_ms
         self.topics = Topics(cfg.namespace)
+        self._hook_events = self.topics.hook_events
+        self._no_tokens = len(cfg.tokens) == 0
 
     def _answer(self, status: int, body: dict[str, Any], headers: dict[str, str] | None = None) -> web.Response:
-        self.metrics.requests.labels(str(status)).inc()
-        return web.json_response(body, status=status, headers=headers)
+        self.metrics.request(status)
+        return web.Response(body=orjson.dumps(body), status=status, headers=headers, content_type="application/json")
 
     def _reject(self, status: int, reason: str, detail: str, headers: dict[str, str] | None = None) -> web.Response:
-        self.metrics.rejected.labels(reason).inc()
+        self.metrics.reject(reason)
         return self._answer(status, {"error": reason, "detail": detail}, headers)
 
     def _gateway(self, request: web.Request) -> str | None:
-        if len(self.cfg.tokens) == 0:
+        if self._no_tokens:
             return LOCAL_GATEWAY
         return self.cfg.tokens.gateway_for(request.headers.get("Authorization"))
 
@@ -159,8 +167,11 @@ class IngestApp:
         if request.content_length is not None and request.content_length > limit:
             return self._reject(413, "body_too_large", f"body of {request.content_length} bytes is over the {limit}-byte limit")
         try:
-            async with asyncio.timeout(self.cfg.read_timeout_s):
+            if request.content.is_eof():  # the whole body is already buffered: reading cannot wait
                 body = await _read_body(request, limit)
+            else:
+                async with asyncio.timeout(self.cfg.read_timeout_s):
+                    body = await _read_body(request, limit)
         except _TooLarge:
             return self._reject(413, "body_too_large", f"body is over the {limit}-byte limit")
         except TimeoutError:
@@ -177,18 +188,21 @@ class IngestApp:
             return self._reject(400, str(e.reason), e.detail[:500])
         accepted, rejected = process(items, runtime, gateway=gateway, received_at_ms=received,
                                      privacy_mode=self.cfg.privacy_mode, source=source)
-        records: list[Record] = [(self.topics.hook_events, a.key, a.value) for a in accepted]
-        records += [self._dl_record(r.dead_letter) for r in rejected]
+        topic = self._hook_events
+        records: list[Record] = [(topic, a.key, a.value) for a in accepted]
+        if rejected:
+            records += [self._dl_record(r.dead_letter) for r in rejected]
         where, failed = await self._durable(records)
         if failed is not None:
             return failed
         if accepted:
-            self.metrics.accepted.labels(runtime).inc(len(accepted))
+            self.metrics.accept(runtime, len(accepted))
         for r in rejected:
-            self.metrics.rejected.labels(r.reason).inc()
+            self.metrics.reject(r.reason)
         results: list[dict[str, Any]] = [{"index": a.index, "status": "accepted", "event_id": a.event_id} for a in accepted]
-        results += [{"index": r.index, "status": "rejected", "reason": r.reason, "detail": r.detail} for r in rejected]
-        results.sort(key=lambda x: int(x["index"]))
+        if rejected:
+            results += [{"index": r.index, "status": "rejected", "reason": r.reason, "detail": r.detail} for r in rejected]
+            results.sort(key=lambda x: int(x["index"]))
         status = 422 if rejected and not accepted else 200
         return self._answer(status, {"accepted": len(accepted), "rejected": len(rejected), "durable": where,
                                      "gateway": gateway, "received_at_ms": received, "results": results})
@@ -199,7 +213,7 @@ class IngestApp:
         full = sp.size_bytes >= sp.max_bytes
         body = {"status": "spool_full" if full else "ok", "broker": "up" if self.sink.stats.broker_up else "down",
                 "spooled_records": sp.records, "spool_bytes": sp.size_bytes}
-        return web.json_response(body, status=503 if full else 200)
+        return web.Response(body=orjson.dumps(body), status=503 if full else 200, content_type="application/json")
 
     async def metrics_text(self, _request: web.Request) -> web.Response:
         """``GET /metrics``: Prometheus text format."""
@@ -245,7 +259,7 @@ async def serve(cfg: IngestConfig, stop: asyncio.Event, on_ready: Callable[[int]
     handlers = IngestApp(cfg, sink, metrics)
     runner = web.AppRunner(handlers.build(), access_log=log if cfg.access_log else None)
     await runner.setup()
-    site = web.TCPSite(runner, cfg.host, cfg.port, backlog=1024)
+    site = web.TCPSite(runner, cfg.host, cfg.port, backlog=1024, reuse_port=cfg.reuse_port or None)
     await site.start()
     forwarder = asyncio.get_running_loop().create_task(sink.forward_forever())
     try:
@@ -264,8 +278,18 @@ async def serve(cfg: IngestConfig, stop: asyncio.Event, on_ready: Callable[[int]
         await sink.close()
 
 
+def loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
+    """uvloop's event loop factory when uvloop is importable (Linux/macOS), else ``None`` (asyncio's)."""
+    try:
+        import uvloop
+    except ImportError:  # e.g. Windows: asyncio's own loop
+        return None
+    new_loop: Callable[[], asyncio.AbstractEventLoop] = uvloop.new_event_loop
+    return new_loop
+
+
 def run(cfg: IngestConfig, on_ready: Callable[[int], None] | None = None) -> None:
-    """Blocking entry point of ``hivestream ingest``: serves until SIGTERM or SIGINT."""
+    """Blocking entry point of ``hivestream ingest``: serves until SIGTERM or SIGINT (on uvloop when installed)."""
 
     async def main() -> None:
         stop = asyncio.Event()
@@ -274,5 +298,6 @@ def run(cfg: IngestConfig, on_ready: Callable[[int], None] | None = None) -> Non
             loop.add_signal_handler(sig, stop.set)
         await serve(cfg, stop, on_ready)
 
-    asyncio.run(main())
+    with asyncio.Runner(loop_factory=loop_factory()) as runner:
+        runner.run(main())
 

@@ -18,12 +18,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from hivestream.spool import Segment, Spool, SpoolFull
+from streams.ingest.partitioner import MemoPartitioner
 from streams.ingest.spool_format import decode_kafka_record, encode_kafka_record
 from streams.topics import TopicSpec, ensure_topics
 
@@ -31,6 +33,42 @@ log = logging.getLogger("hivestream.ingest")
 
 Record = tuple[str, bytes, bytes]
 """(topic, key, value) of one Kafka record."""
+
+
+async def _in_daemon_thread(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """``fn(*args, **kwargs)`` in a daemon thread, awaited. Unlike :func:`asyncio.to_thread`, a call
+    that blocks (kafka-python's admin client bootstrapping against an unreachable broker) does not
+    hold up the event loop's shutdown: SIGTERM stops the server at once.
+
+    Raises:
+        whatever ``fn`` raises.
+    """
+    loop = asyncio.get_running_loop()
+    fut: asyncio.Future[Any] = loop.create_future()
+
+    def settle(ok: bool, value: Any) -> None:
+        if not fut.done():
+            if ok:
+                fut.set_result(value)
+            else:
+                fut.set_exception(value)
+
+    def target() -> None:
+        try:
+            result: tuple[bool, Any] = (True, fn(*args, **kwargs))
+        except BaseException as e:  # handed to the awaiting task
+            result = (False, e)
+        with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits any more
+            loop.call_soon_threadsafe(settle, *result)
+
+    threading.Thread(target=target, name="hivestream-ingest-admin", daemon=True).start()
+    return await fut
+
+
+def _consume(f: asyncio.Future[Any]) -> None:
+    """Retrieve a late record future's outcome, so asyncio does not log it as never retrieved."""
+    if not f.cancelled():
+        f.exception()
 
 
 @dataclass
@@ -75,6 +113,7 @@ class DurableSink:
         self._on_latency = on_produce_latency or (lambda _s: None)
         self._factory = producer_factory or self._aiokafka_producer
         self._producer: Any = None
+        self._partitioner = MemoPartitioner()
         self._starting: asyncio.Lock | None = None
         self._topics_ready = False
         self._stopping: set[asyncio.Task[None]] = set()
@@ -88,11 +127,12 @@ class DurableSink:
             client_id="hivestream-ingest",
             enable_idempotence=True,
             acks="all",
-            linger_ms=1,
+            linger_ms=0,  # one produce request in flight: records arriving meanwhile form the next batch anyway
             max_batch_size=262_144,
             max_request_size=2_097_152,
             request_timeout_ms=max(5_000, int(self.produce_timeout_s * 2000)),
             retry_backoff_ms=200,
+            partitioner=self._partitioner,
         )
 
     async def _ensure_producer(self) -> Any:
@@ -104,7 +144,7 @@ class DurableSink:
             if self._producer is not None:
                 return self._producer
             if not self._topics_ready and self.topic_specs:
-                await asyncio.to_thread(ensure_topics, self.bootstrap, self.topic_specs, timeout_ms=10_000)
+                await _in_daemon_thread(ensure_topics, self.bootstrap, self.topic_specs, timeout_ms=10_000)
                 self._topics_ready = True
             p = self._factory()
             try:
@@ -140,11 +180,15 @@ class DurableSink:
                 p = await self._ensure_producer()
         t0 = time.monotonic()
         futs: list[asyncio.Future[Any]] = []
+        send = p.send
         try:
             async with asyncio.timeout(timeout_s):
+                # Records of concurrent requests join the same per-partition batches in aiokafka's
+                # accumulator (one produce request in flight per broker: a group commit); each
+                # request waits only for its own records' futures.
                 for topic, key, value in records:
-                    futs.append(await p.send(topic, value=value, key=key))
-                await asyncio.gather(*futs, return_exceptions=True)
+                    futs.append(await send(topic, value=value, key=key))
+                await asyncio.wait(futs)
         except Exception as e:  # a timeout or a send error: the ones not done count as unacknowledged
             log.debug("ingest: send interrupted: %r", e)
         acked = [f.done() and not f.cancelled() and f.exception() is None for f in futs]
@@ -153,6 +197,9 @@ class DurableSink:
             self._on_latency(time.monotonic() - t0)
         else:
             errs = {repr(f.exception()) for f in futs if f.done() and not f.cancelled() and f.exception() is not None}
+            for f in futs:
+                if not f.done():  # spooled now; whatever the broker answers later is not waited for
+                    f.add_done_callback(_consume)
             await self._drop_producer(", ".join(sorted(errs)) or f"no acknowledgement within {timeout_s:.1f} s")
         return acked
 

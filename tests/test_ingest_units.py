@@ -167,6 +167,19 @@ def test_deep_nesting_is_rejected_not_crashing() -> None:
         split_body(b"[" * 200_000 + b"]" * 200_000)
 
 
+def test_the_depth_walk_is_skipped_only_when_the_body_cannot_nest_that_deep() -> None:
+    assert all(it.shallow for it in split_body(json.dumps([PROMPT, STOP]).encode()))
+    deep: object = "x"
+    for _ in range(MAX_DEPTH - 1):  # with the payload object: exactly the limit
+        deep = [deep]
+    items = split_body(json.dumps([{**PROMPT, "extra": deep}, {**PROMPT, "extra": [deep]}]).encode())
+    assert not any(it.shallow for it in items)  # so each payload is walked
+    acc, rej = process(items, "auto", gateway="gw-a", received_at_ms=1_800_000_000_000, privacy_mode=RedactionMode.STRICT, source="t")
+    assert [a.index for a in acc] == [0] and [r.index for r in rej] == [1] and "deeper" in rej[0].detail
+    braces = json.dumps({**PROMPT, "prompt": "{[" * 100}).encode()  # brackets inside strings only make it walk
+    assert not split_body(braces)[0].shallow and len(_run(braces)[0]) == 1
+
+
 def test_knowhub_payloads_are_redacted_before_the_topic() -> None:
     call = {"session_id": "s1", "hook_event_name": "PostToolUse", "tool_name": "kb_submit", "event_time_ms": 1,
             "tool_input": {"task": "deploy", "resource": "mail alice@example.com", "result": "ok"}}

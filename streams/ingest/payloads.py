@@ -42,13 +42,15 @@ MAX_PAYLOADS = 10_000
 @dataclass(frozen=True)
 class Item:
     """One payload of a body: its position, the parsed value (``None`` when unparseable), its
-    original bytes (``None``: an array element, serialised again only when it is rejected), and
-    why it could not be parsed."""
+    original bytes (``None``: an array element, serialised again only when it is rejected), why it
+    could not be parsed, and whether it is known to nest no deeper than :data:`MAX_DEPTH` (the
+    whole body has at most that many ``{`` and ``[``), so the depth walk can be skipped."""
 
     index: int
     value: Any
     raw: bytes | None
     error: RejectedInput | None = None
+    shallow: bool = False
 
     @property
     def original(self) -> bytes:
@@ -90,6 +92,7 @@ def split_body(body: bytes) -> list[Item]:
     if not text.strip():
         raise RejectedInput(Reason.WRONG_SHAPE, "empty body")
     surrogates = "\\ud" in text or "\\uD" in text
+    shallow = body.count(b"{") + body.count(b"[") <= MAX_DEPTH  # each nesting level needs one of them
     items: list[Item] = []
     try:
         whole = json.loads(text)
@@ -101,17 +104,17 @@ def split_body(body: bytes) -> list[Item]:
         for i, ln in enumerate(lines):
             raw = ln.encode("utf-8")
             try:
-                items.append(Item(i, json.loads(ln), raw))
+                items.append(Item(i, json.loads(ln), raw, None, shallow))
             except (json.JSONDecodeError, RecursionError) as le:
                 items.append(Item(i, None, raw, RejectedInput(Reason.MALFORMED_JSON, f"line {i + 1} is not JSON: {_err(le)}")))
         if all(it.error for it in items):
             raise RejectedInput(Reason.MALFORMED_JSON, f"body is neither JSON nor NDJSON: {_err(first_error)}") from e
     else:
-        items = [Item(i, v, None) for i, v in enumerate(whole)] if isinstance(whole, list) else [Item(0, whole, body)]
+        items = [Item(i, v, None, None, shallow) for i, v in enumerate(whole)] if isinstance(whole, list) else [Item(0, whole, body, None, shallow)]
     if len(items) > MAX_PAYLOADS:
         raise RejectedInput(Reason.WRONG_SHAPE, f"{len(items)} payloads in one request; at most {MAX_PAYLOADS}")
     if surrogates:
-        items = [Item(it.index, sanitize_surrogates(it.value), it.raw, it.error) for it in items]
+        items = [Item(it.index, sanitize_surrogates(it.value), it.raw, it.error, it.shallow) for it in items]
     return items
 
 
@@ -140,7 +143,7 @@ def depth_exceeds(value: Any, limit: int = MAX_DEPTH) -> bool:
     return False
 
 
-def to_event(value: Any, runtime: str, *, gateway: str, received_at_ms: int) -> HookEvent:
+def to_event(value: Any, runtime: str, *, gateway: str, received_at_ms: int, check_depth: bool = True) -> HookEvent:
     """Adapt one parsed payload and stamp it.
 
     Args:
@@ -148,6 +151,8 @@ def to_event(value: Any, runtime: str, *, gateway: str, received_at_ms: int) -> 
         runtime: one of :data:`ROUTE_RUNTIMES`.
         gateway: the authenticated gateway id (overrides anything in the payload).
         received_at_ms: the server's receive time, epoch ms.
+        check_depth: walk the value for nesting over :data:`MAX_DEPTH` (``False`` only when that
+            is already known not to happen: :attr:`Item.shallow`).
 
     Raises:
         RejectedInput: ``wrong_shape`` (not an object, too deep, a serialised HookEvent, a field
@@ -155,7 +160,7 @@ def to_event(value: Any, runtime: str, *, gateway: str, received_at_ms: int) -> 
     """
     if not isinstance(value, dict):
         raise RejectedInput(Reason.WRONG_SHAPE, f"a payload must be a JSON object, got {type(value).__name__}")
-    if depth_exceeds(value):
+    if check_depth and depth_exceeds(value):
         raise RejectedInput(Reason.WRONG_SHAPE, f"payload nests deeper than {MAX_DEPTH} levels")
     if "schema_version" in value and value.get("type") not in KB_EVENT_TYPES:
         raise RejectedInput(Reason.WRONG_SHAPE, "serialised hivestream events are not accepted over HTTP; post the runtime's native payload")
@@ -196,7 +201,7 @@ def process(
         try:
             if it.error is not None:
                 raise it.error
-            ev = to_event(it.value, runtime, gateway=gateway, received_at_ms=received_at_ms)
+            ev = to_event(it.value, runtime, gateway=gateway, received_at_ms=received_at_ms, check_depth=not it.shallow)
             scrubbed = scrub_kb_event(ev, privacy_mode)
             value = event_value(scrubbed)
             if len(value) > MAX_EVENT_BYTES:
