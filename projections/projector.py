@@ -14,11 +14,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from projections.consumer import PartitionReader, TopicPartition
+from projections.frame_decode import decode_frame_records
 from projections.sink import DuckSink, publish_snapshot, write_heartbeat
 from streams.clock import Clock, wall_clock_ms
 from streams.deadletter import DeadLetter, Reason, RejectedInput
-from streams.frames.codec import frame_event_from_json
-from streams.frames.dedup import FrameEvent
 from streams.memory_tools import MemoryToolCall
 
 
@@ -100,33 +99,38 @@ class Projector:
         polled = self.consumer.poll(timeout_ms=timeout_ms, max_records=self.batch_max)
         if not polled:
             return 0
-        events: list[FrameEvent] = []
         dls: list[DeadLetter] = []
         calls: list[MemoryToolCall] = []
         positions: dict[tuple[str, int], int] = {}
+        frame_values: list[bytes | None] = []
+        frame_origin: list[tuple[TopicPartition, int]] = []  # (partition, first index into frame_values)
         n = 0
         for tp, records in polled.items():
+            n += len(records)
+            positions[(tp.topic, tp.partition)] = records[-1].offset + 1
+            if tp.topic == self.frames_topic:  # decoded together below
+                frame_origin.append((tp, len(frame_values)))
+                frame_values.extend(r.value for r in records)
+                continue
             for r in records:
-                n += 1
                 if tp.topic == self.memory_calls_topic:
                     try:
                         calls.append(MemoryToolCall.from_json(r.value or b""))
                     except ValueError as e:
                         err = RejectedInput(Reason.WRONG_SHAPE, f"memory-call record: {e}")
                         dls.append(DeadLetter.of(err, r.value or b"", tp.topic, tp.partition, r.offset, self.clock()))
-                elif tp.topic == self.dead_letter_topic:
+                else:
                     try:
                         dls.append(DeadLetter.model_validate_json(r.value))
                     except ValueError as e:
                         err = RejectedInput(Reason.WRONG_SHAPE, f"dead-letter record: {e}")
                         dls.append(DeadLetter.of(err, r.value or b"", tp.topic, tp.partition, r.offset, self.clock()))
-                else:
-                    try:
-                        events.append(frame_event_from_json(r.value))
-                    except RejectedInput as e:
-                        dls.append(DeadLetter.of(e, r.value or b"", tp.topic, tp.partition, r.offset, self.clock()))
-            positions[(tp.topic, tp.partition)] = records[-1].offset + 1
-        frames, dups, dead = self.sink.apply_batch(events, dls, positions, memory_calls=calls)
+        captures, rejects = decode_frame_records(frame_values)
+        for i, err in rejects:
+            tp, start = next((tp, start) for tp, start in reversed(frame_origin) if start <= i)
+            r = polled[tp][i - start]
+            dls.append(DeadLetter.of(err, r.value or b"", tp.topic, tp.partition, r.offset, self.clock()))
+        frames, dups, dead = self.sink.apply_columns(captures, dls, positions, memory_calls=calls)
         rep = self.report
         rep.records += n
         rep.batches += 1
