@@ -45,7 +45,7 @@ FROM {src} GROUP BY frame_id
 # writer's fields, or the batch holds its created capture); the others leave the writer's fields
 # alone, since coalesce(old, NULL) is old, and rewrite the list column only when a source is new.
 _MERGE_FRAMES = """
-MERGE INTO frames f USING ({agg}) n ON f.frame_id = n.frame_id
+MERGE INTO frames f USING _hit n ON f.rowid = n.rid
 WHEN MATCHED AND (f.source IS NULL OR n.source IS NOT NULL) THEN UPDATE SET
     content = coalesce(f.content, n.content), source = coalesce(f.source, n.source),
     session = coalesce(f.session, n.session), event_type = coalesce(f.event_type, n.event_type),
@@ -61,7 +61,6 @@ WHEN MATCHED THEN UPDATE SET
     created_at_ms = coalesce(f.created_at_ms, n.created_at_ms),
     first_seen_ms = least(f.first_seen_ms, n.first_seen_ms), last_accessed_ms = greatest(f.last_accessed_ms, n.last_accessed_ms),
     access_count = f.access_count + n.access_count
-WHEN NOT MATCHED THEN INSERT BY NAME
 """
 
 _INSERT_CAPTURES = """INSERT INTO frame_captures SELECT event_id, frame_id, source, session, event_type, event_time_ms,
@@ -256,7 +255,18 @@ class DuckSink:
                 )
                 src = "_new"
             con.execute(_INSERT_CAPTURES.format(src=src))
-            con.execute(_MERGE_FRAMES.format(agg=_FRAME_AGG.format(src=src)))
+            con.execute(f"CREATE OR REPLACE TEMP TABLE _agg AS {_FRAME_AGG.format(src=src)}")
+            # the batch's frames already in the table: a scan of frame_id alone; the fold then
+            # reads and rewrites only those rows (by rowid, which bounds the scan to their row groups)
+            con.execute("CREATE OR REPLACE TEMP TABLE _hit AS SELECT f.rowid AS rid, a.* FROM frames f JOIN _agg a USING (frame_id)")
+            ((hits,),) = con.execute("SELECT count(*) FROM _hit").fetchall()
+            if hits:
+                con.execute(_MERGE_FRAMES)
+                con.execute("INSERT INTO frames BY NAME SELECT * FROM _agg ANTI JOIN _hit USING (frame_id)")
+            else:
+                con.execute("INSERT INTO frames BY NAME SELECT * FROM _agg")
+            con.execute("DROP TABLE _agg")
+            con.execute("DROP TABLE _hit")
             ((created, dups),) = con.execute(
                 f"SELECT count(*) FILTER (WHERE NOT is_duplicate), count(*) FILTER (WHERE is_duplicate) FROM {src}").fetchall()
             if src == "_new":
