@@ -8,6 +8,7 @@ re-delivered event (same event id) changes nothing.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -67,6 +68,8 @@ _INSERT_CAPTURES = """INSERT INTO frame_captures SELECT event_id, frame_id, sour
                       is_duplicate, src_partition, src_offset, is_late FROM {src}"""
 
 
+DEFAULT_MEMORY_LIMIT = "256MB"
+
 CAPTURE_SCHEMA: tuple[tuple[str, pa.DataType], ...] = tuple(zip(CAPTURE_COLUMNS, (
     pa.string(), pa.string(), pa.bool_(), pa.string(), pa.string(), pa.string(), pa.string(), pa.string(), pa.string(),
     pa.string(), pa.string(), pa.string(), pa.int64(), pa.int64(), pa.int32(), pa.int64(), pa.int64(), pa.bool_(),
@@ -82,14 +85,20 @@ class DuckSink:
 
     Args:
         path: the DuckDB file; created with the schema when missing.
+        memory_limit: DuckDB's ``memory_limit`` for this connection (e.g. ``"256MB"``), else
+            ``HIVESTREAM_DUCKDB_MEMORY_LIMIT``, else :data:`DEFAULT_MEMORY_LIMIT`. DuckDB's default
+            (80 % of RAM) lets its buffer cache keep every block it ever scanned, so the writer's
+            memory grew with the file; blocks over the limit are dropped from the cache (and read
+            again from the file), intermediate results spill to a temporary directory.
 
     Raises:
         duckdb.IOException: when another process holds the file.
     """
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, *, memory_limit: str | None = None) -> None:
         self.path = str(path)
-        self.con = duckdb.connect(self.path)
+        limit = memory_limit or os.environ.get("HIVESTREAM_DUCKDB_MEMORY_LIMIT") or DEFAULT_MEMORY_LIMIT
+        self.con = duckdb.connect(self.path, config={"memory_limit": limit})
         for stmt in DDL:
             self.con.execute(stmt)
         ensure_memory_schema(self.con)
