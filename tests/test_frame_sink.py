@@ -156,3 +156,23 @@ def test_a_touch_before_its_created_capture_gets_the_writer_later(tmp_path: Path
         frames, _ = _tables(sink)
     assert frames == _oracle([touched, created])[0]
     assert frames[0][3] == created.capture.content and frames[0][13] == 2
+
+
+def test_a_file_made_with_the_old_primary_keys_folds_the_same(tmp_path: Path) -> None:
+    import duckdb
+
+    from projections.schema import DDL
+
+    db = tmp_path / "old.duckdb"
+    con = duckdb.connect(str(db))
+    con.execute(DDL[0].replace("frame_id VARCHAR NOT NULL,", "frame_id VARCHAR PRIMARY KEY,", 1))
+    con.execute(DDL[1].replace("event_id VARCHAR NOT NULL,", "event_id VARCHAR PRIMARY KEY,", 1))
+    con.close()
+    events = _events(300)
+    with DuckSink(db) as sink:
+        assert sink.con.execute("SELECT count(*) FROM duckdb_constraints() WHERE constraint_type = 'PRIMARY KEY' "
+                                "AND table_name IN ('frames', 'frame_captures')").fetchall() == [(2,)]
+        for i in range(0, len(events), 40):
+            sink.apply_batch(events[i:i + 40] + events[max(0, i - 5):i])  # each batch also repeats the last 5 of the one before
+        got = _tables(sink)
+    assert got == _oracle(events)
