@@ -45,6 +45,12 @@ def peak_rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+def cpu_s() -> float:
+    """CPU seconds (user + system, every thread) this process has used so far."""
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
 def stage_produce(bootstrap: str, namespace: str, path: str) -> dict[str, float]:
     """``produce_files`` of the backlog into ``namespace``; events/s."""
     from streams.clock import wall_clock_ms
@@ -92,12 +98,12 @@ def stage_projector(bootstrap: str, namespace: str, version: str) -> dict[str, f
     with tempfile.TemporaryDirectory() as d:
         sink = DuckSink(Path(d) / "bench.duckdb")
         p = Projector(sink, bootstrap, t.frames, t.dead_letter, snapshot_every_s=0, batch_max=20_000)
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), cpu_s()
         rep = p.run(until_caught_up=True)
-        dt = time.perf_counter() - t0
+        dt, cpu = time.perf_counter() - t0, cpu_s() - c0
         p.close()
         sink.close()
-    return {"records": rep.records, "rate": rep.records / dt, "rss": peak_rss_mib()}
+    return {"records": rep.records, "rate": rep.records / dt, "rss": peak_rss_mib(), "cpu_us": cpu / max(rep.records, 1) * 1e6}
 
 
 def stage_raw_consume(bootstrap: str, topic: str) -> dict[str, float]:
@@ -110,15 +116,15 @@ def stage_raw_consume(bootstrap: str, topic: str) -> dict[str, float]:
     for tp in tps:
         c.seek_to_beginning(tp)
     ends = c.end_offsets(tps)
-    n, t0 = 0, time.perf_counter()
+    n, t0, c0 = 0, time.perf_counter(), cpu_s()
     pos = dict.fromkeys(tps, 0)
     while any(pos[tp] < ends[tp] for tp in tps):
         for tp, recs in c.poll(timeout_ms=500, max_records=20_000).items():
             n += len(recs)
             pos[tp] = recs[-1].offset + 1
-    dt = time.perf_counter() - t0
+    dt, cpu = time.perf_counter() - t0, cpu_s() - c0
     c.close()
-    return {"records": n, "rate": n / dt, "rss": peak_rss_mib()}
+    return {"records": n, "rate": n / dt, "rss": peak_rss_mib(), "cpu_us": cpu / max(n, 1) * 1e6}
 
 
 STAGES = {"produce": stage_produce, "raw-produce": stage_raw_produce, "projector": stage_projector, "raw-consume": stage_raw_consume}
@@ -222,7 +228,8 @@ def main() -> None:
             print(f"{name:<58} not measured")
             return float("nan")
         rate = statistics.median(x["rate"] for x in f)
-        print(f"{name:<58} {rate:>10,.0f} records/s (median of {len(f)}), peak RSS {max(x['rss'] for x in f):,.0f} MiB")
+        cpu = f", CPU {statistics.median(x['cpu_us'] for x in f):,.1f} us/record" if all("cpu_us" in x for x in f) else ""
+        print(f"{name:<58} {rate:>10,.0f} records/s (median of {len(f)}), peak RSS {max(x['rss'] for x in f):,.0f} MiB{cpu}")
         return rate
 
     print()

@@ -39,10 +39,11 @@ def stage_run(path: str, db: str) -> dict[str, float]:
     """``run_files`` of ``path`` into ``db``; captures/s and peak RSS (MiB)."""
     from hivestream.runner import run_files
 
-    t0 = time.perf_counter()
+    t0, r0 = time.perf_counter(), resource.getrusage(resource.RUSAGE_SELF)
     rep = run_files([Path(path)], db)
-    dt = time.perf_counter() - t0
-    return {"records": rep.captures, "rate": rep.captures / dt, "rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+    dt, r1 = time.perf_counter() - t0, resource.getrusage(resource.RUSAGE_SELF)
+    cpu = r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime
+    return {"records": rep.captures, "rate": rep.captures / dt, "rss": r1.ru_maxrss / 1024, "cpu_us": cpu / max(rep.captures, 1) * 1e6}
 
 
 def captures_json(path: Path, out: Path) -> int:
@@ -110,11 +111,13 @@ def main() -> None:
     rate = statistics.median(r["rate"] for r in runs)
     rss = max(r["rss"] for r in runs)
     hm = statistics.median(anchor)
-    print(f"\nhivestream run (import, dedup, DuckDB)          {rate:>10,.0f} captures/s (median of {len(runs)}), peak RSS {rss:,.0f} MiB")
+    cpu = statistics.median(r["cpu_us"] for r in runs)
+    print(f"\nhivestream run (import, dedup, DuckDB)          {rate:>10,.0f} captures/s (median of {len(runs)}), peak RSS {rss:,.0f} MiB, "
+          f"CPU {cpu:,.1f} us/capture")
     print(f"hive-mind indexed dedup (node, better-sqlite3)   {hm:>10,.0f} captures/s (median of {len(anchor)}), {n} captures")
     print(f"ratio run / hive-mind: {rate / hm:.2f}")
     if big is not None:
-        print(f"hivestream run, {a.scale}x the input: {big['rate']:,.0f} captures/s, peak RSS {big['rss']:,.0f} MiB "
+        print(f"hivestream run, {a.scale}x the input: {big['rate']:,.0f} captures/s, CPU {big['cpu_us']:,.1f} us/capture, peak RSS {big['rss']:,.0f} MiB "
               f"-> RSS ratio {big['rss'] / rss:.2f} (target <= 1.5)")
 
 

@@ -19,21 +19,24 @@ CAPTURE_COLUMNS = (
 )
 
 
-def capture_columns(events: Iterable[FrameEvent]) -> dict[str, list[Any]]:
-    """Columns (name → list, one entry per event) of the capture rows of ``events``.
+def event_row(fe: FrameEvent, seq: int) -> tuple[Any, ...]:
+    """The capture row of one frame event, values in :data:`CAPTURE_COLUMNS` order.
 
-    ``content`` is kept only for ``created`` events (touches never overwrite a frame);
-    ``seq`` is the event's index in the batch, so the sink keeps the first of repeated ids.
+    ``content`` is kept only for ``created`` events (touches never overwrite a frame); ``seq``
+    is the event's index in the batch, so the sink keeps the first of repeated ids.
     """
-    cols: dict[str, list[Any]] = {c: [] for c in CAPTURE_COLUMNS}
-    for i, fe in enumerate(events):
-        c = fe.capture
-        created = fe.kind == "created"
-        row = (
-            c.event_id, fe.frame_id, not created, c.key, c.body_hash,
-            c.content if created else None, c.source, c.session, c.event_type, c.parent,
-            c.project, c.importance, c.event_time_ms, fe.frame_time_ms, c.partition, c.offset, i, fe.late,
-        )
-        for name, value in zip(CAPTURE_COLUMNS, row, strict=True):
-            cols[name].append(value)
-    return cols
+    c = fe.capture
+    created = fe.kind == "created"
+    return (
+        c.event_id, fe.frame_id, not created, c.key, c.body_hash,
+        c.content if created else None, c.source, c.session, c.event_type, c.parent,
+        c.project, c.importance, c.event_time_ms, fe.frame_time_ms, c.partition, c.offset, seq, fe.late,
+    )
+
+
+def capture_columns(events: Iterable[FrameEvent]) -> dict[str, list[Any]]:
+    """Columns (name → list, one entry per event) of the capture rows of ``events`` (see :func:`event_row`)."""
+    rows = [event_row(fe, i) for i, fe in enumerate(events)]
+    if not rows:
+        return {c: [] for c in CAPTURE_COLUMNS}
+    return {name: list(col) for name, col in zip(CAPTURE_COLUMNS, zip(*rows, strict=True), strict=True)}

@@ -11,14 +11,15 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
 
 from projections.consumer import PartitionReader, TopicPartition
+from projections.frame_decode import decode_frame_records
 from projections.sink import DuckSink, publish_snapshot, write_heartbeat
 from streams.clock import Clock, wall_clock_ms
 from streams.deadletter import DeadLetter, Reason, RejectedInput
-from streams.frames.codec import frame_event_from_json
-from streams.frames.dedup import FrameEvent
 from streams.memory_tools import MemoryToolCall
 
 
@@ -31,6 +32,17 @@ class ProjectorReport:
     frames_created: int = 0
     duplicates: int = 0
     dead_letters: int = 0  # new rows in dead_letters (a record seen twice counts once)
+
+
+@dataclass
+class _Batch:
+    """One poll decoded into the rows of one transaction."""
+
+    records: int
+    captures: dict[str, list[Any]]
+    dead_letters: list[DeadLetter] = field(default_factory=list)
+    positions: dict[tuple[str, int], int] = field(default_factory=dict)
+    calls: list[MemoryToolCall] = field(default_factory=list)
 
 
 class Projector:
@@ -100,33 +112,47 @@ class Projector:
         polled = self.consumer.poll(timeout_ms=timeout_ms, max_records=self.batch_max)
         if not polled:
             return 0
-        events: list[FrameEvent] = []
+        return self._apply(self._prepare(polled))
+
+    def _prepare(self, polled: dict[TopicPartition, list[Any]]) -> _Batch:
+        """Decode one poll's records into the rows of one transaction (no DuckDB call)."""
         dls: list[DeadLetter] = []
         calls: list[MemoryToolCall] = []
         positions: dict[tuple[str, int], int] = {}
+        frame_values: list[bytes | None] = []
+        frame_origin: list[tuple[TopicPartition, int]] = []  # (partition, first index into frame_values)
         n = 0
         for tp, records in polled.items():
+            n += len(records)
+            positions[(tp.topic, tp.partition)] = records[-1].offset + 1
+            if tp.topic == self.frames_topic:  # decoded together below
+                frame_origin.append((tp, len(frame_values)))
+                frame_values.extend(r.value for r in records)
+                continue
             for r in records:
-                n += 1
                 if tp.topic == self.memory_calls_topic:
                     try:
                         calls.append(MemoryToolCall.from_json(r.value or b""))
                     except ValueError as e:
                         err = RejectedInput(Reason.WRONG_SHAPE, f"memory-call record: {e}")
                         dls.append(DeadLetter.of(err, r.value or b"", tp.topic, tp.partition, r.offset, self.clock()))
-                elif tp.topic == self.dead_letter_topic:
+                else:
                     try:
                         dls.append(DeadLetter.model_validate_json(r.value))
                     except ValueError as e:
                         err = RejectedInput(Reason.WRONG_SHAPE, f"dead-letter record: {e}")
                         dls.append(DeadLetter.of(err, r.value or b"", tp.topic, tp.partition, r.offset, self.clock()))
-                else:
-                    try:
-                        events.append(frame_event_from_json(r.value))
-                    except RejectedInput as e:
-                        dls.append(DeadLetter.of(e, r.value or b"", tp.topic, tp.partition, r.offset, self.clock()))
-            positions[(tp.topic, tp.partition)] = records[-1].offset + 1
-        frames, dups, dead = self.sink.apply_batch(events, dls, positions, memory_calls=calls)
+        captures, rejects = decode_frame_records(frame_values)
+        for i, err in rejects:
+            tp, start = next((tp, start) for tp, start in reversed(frame_origin) if start <= i)
+            r = polled[tp][i - start]
+            dls.append(DeadLetter.of(err, r.value or b"", tp.topic, tp.partition, r.offset, self.clock()))
+        return _Batch(n, captures, dls, positions, calls)
+
+    def _apply(self, b: _Batch) -> int:
+        """Apply a prepared batch in one transaction and count it; returns its records."""
+        frames, dups, dead = self.sink.apply_columns(b.captures, b.dead_letters, b.positions, memory_calls=b.calls)
+        n = b.records
         rep = self.report
         rep.records += n
         rep.batches += 1
@@ -145,34 +171,55 @@ class Projector:
     ) -> ProjectorReport:
         """Project until stopped.
 
+        Batch k is written to DuckDB on a writer thread while this thread polls and decodes batch
+        k + 1 (DuckDB releases the GIL while it executes); batches are still applied one at a
+        time, in order, each in its own transaction, and the connection is used by one thread at
+        a time (snapshots, heartbeats and position checks run while no write is pending). A
+        batch decoded when the loop stops is dropped unapplied: its positions are not stored, so
+        it is read again next time.
+
         Args:
             until_caught_up: stop once every partition reaches the end offset it had at start.
             idle_exit_s: stop after this many seconds without a record.
             should_stop: polled between batches (signal handlers set it).
             on_progress: called after each batch with the report and the remaining lag.
+
+        Raises:
+            duckdb.Error: when a batch cannot be written (it is rolled back; the loop stops).
         """
         targets = self.consumer.end_offsets(self.tps) if until_caught_up else None
         last_record = time.monotonic()
         last_snapshot = 0.0
         dirty = True
-        while not should_stop():
-            n = self.poll_once()
-            now = time.monotonic()
-            if n:
-                last_record = now
-                dirty = True
-            if self.snapshot_every_s and now - last_snapshot >= self.snapshot_every_s:
-                if dirty:
-                    publish_snapshot(self.sink, self.clock())
-                    dirty = False
-                write_heartbeat(self.sink, self.clock())
-                last_snapshot = now
-            if on_progress and n:
-                on_progress(self.report, self.lag() if targets is not None else -1)
-            if targets is not None and all(self.sink.position(tp.topic, tp.partition) >= targets[tp] for tp in self.tps):
-                break
-            if idle_exit_s is not None and now - last_record >= idle_exit_s:
-                break
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="projector-write") as writer:
+            pending: Future[int] | None = None
+            try:
+                while not should_stop():
+                    polled = self.consumer.poll(timeout_ms=0 if pending is not None else 500, max_records=self.batch_max)
+                    batch = self._prepare(polled) if polled else None
+                    n = pending.result() if pending is not None else 0  # from here on no write is pending
+                    pending = None
+                    now = time.monotonic()
+                    if n or batch is not None:
+                        last_record = now
+                    dirty = dirty or bool(n)
+                    if self.snapshot_every_s and now - last_snapshot >= self.snapshot_every_s:
+                        if dirty:
+                            publish_snapshot(self.sink, self.clock())
+                            dirty = False
+                        write_heartbeat(self.sink, self.clock())
+                        last_snapshot = now
+                    if on_progress and n:
+                        on_progress(self.report, self.lag() if targets is not None else -1)
+                    if targets is not None and all(self.sink.position(tp.topic, tp.partition) >= targets[tp] for tp in self.tps):
+                        break
+                    if idle_exit_s is not None and now - last_record >= idle_exit_s:
+                        break
+                    if batch is not None:
+                        pending = writer.submit(self._apply, batch)
+            finally:
+                if pending is not None:
+                    pending.result()
         if self.snapshot_every_s and dirty:
             publish_snapshot(self.sink, self.clock())
         return self.report

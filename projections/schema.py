@@ -6,7 +6,7 @@ SCHEMA_VERSION = 1
 
 DDL = [
     """CREATE TABLE IF NOT EXISTS frames (
-        frame_id VARCHAR PRIMARY KEY,       -- the first writer's event id
+        frame_id VARCHAR NOT NULL,          -- the first writer's event id; unique (the sink merges by it; no index, see projections/sink.py)
         dedup_key VARCHAR NOT NULL,
         body_hash VARCHAR NOT NULL,          -- sha256 hex of the stripped, trimmed body
         content VARCHAR,                     -- first writer's content, [hm] prefix included
@@ -23,7 +23,7 @@ DDL = [
         sources VARCHAR[] NOT NULL           -- every source that captured it, sorted
     )""",
     """CREATE TABLE IF NOT EXISTS frame_captures (
-        event_id VARCHAR PRIMARY KEY,
+        event_id VARCHAR NOT NULL,           -- unique (the sink inserts only new event ids; no index, see projections/sink.py)
         frame_id VARCHAR NOT NULL,
         source VARCHAR NOT NULL,
         session VARCHAR,
