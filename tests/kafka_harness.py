@@ -10,7 +10,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -210,6 +210,27 @@ def wait_worker_done(bootstrap: str, topics: Topics, timeout_s: float = 300) -> 
             return False
 
     wait_until(done, timeout_s, f"consumer group {group} to catch up", every_s=1.0)
+
+
+def topic_values(bootstrap: str, topic: str) -> Iterator[bytes]:
+    """Every non-empty record value of ``topic``, partition by partition from the start to the end
+    offsets at the time of the call (read with aiokafka through :class:`projections.consumer.PartitionReader`)."""
+    from projections.consumer import PartitionReader, TopicPartition
+
+    c = PartitionReader(bootstrap, client_id="test-topic-values")
+    try:
+        tps = [TopicPartition(topic, p) for p in c.partitions(topic)]
+        c.assign(tps)
+        for tp in tps:
+            c.seek_to_beginning(tp)
+        ends = c.end_offsets(tps)
+        pos = dict.fromkeys(tps, 0)
+        while any(pos[tp] < ends[tp] for tp in tps):
+            for tp, recs in c.poll(timeout_ms=1000, max_records=20_000).items():
+                yield from (r.value for r in recs if r.value)
+                pos[tp] = recs[-1].offset + 1
+    finally:
+        c.close()
 
 
 def project_all(bootstrap: str, topics: Topics, db: Path) -> None:

@@ -84,3 +84,12 @@ def stub_tables(db: Path) -> dict[str, list[tuple[object, ...]]]:
         return out
     finally:
         con.close()
+
+
+def message_outcomes(bootstrap: str, topic: str) -> set[tuple[str, str]]:
+    """(channel, message id) of every ``message-processed`` record on ``topic`` (``stub-matches``)."""
+    import json
+
+    from tests.kafka_harness import topic_values
+
+    return {(d["channel"], d["message_id"]) for d in map(json.loads, topic_values(bootstrap, topic)) if d.get("type") == "message-processed"}

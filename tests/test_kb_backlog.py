@@ -22,7 +22,6 @@ from pathlib import Path
 import pytest
 
 from bench.stage_backlog import KbBacklogSpec, kb_backlog, write_lines
-from projections.consumer import PartitionReader, TopicPartition
 from streams.topics import Topics
 from tests.kafka_harness import (
     create_topics,
@@ -32,6 +31,7 @@ from tests.kafka_harness import (
     kill9,
     start_worker,
     stop,
+    topic_values,
     unique_namespace,
     wait_until,
     wait_worker_done,
@@ -47,23 +47,8 @@ SEED = int(os.environ.get("HIVESTREAM_TEST_SEED", "9"))
 
 
 def event_ids(bootstrap: str, topic: str) -> set[str]:
-    """The ``event_id`` of every record on ``topic`` (read with aiokafka, start to end)."""
-    c = PartitionReader(bootstrap, client_id="test-kb-backlog")
-    try:
-        tps = [TopicPartition(topic, p) for p in c.partitions(topic)]
-        c.assign(tps)
-        for tp in tps:
-            c.seek_to_beginning(tp)
-        ends = c.end_offsets(tps)
-        pos = dict.fromkeys(tps, 0)
-        out: set[str] = set()
-        while any(pos[tp] < ends[tp] for tp in tps):
-            for tp, recs in c.poll(timeout_ms=1000, max_records=20_000).items():
-                out.update(str(json.loads(r.value)["event_id"]) for r in recs if r.value)
-                pos[tp] = recs[-1].offset + 1
-        return out
-    finally:
-        c.close()
+    """The ``event_id`` of every record on ``topic``."""
+    return {str(json.loads(v)["event_id"]) for v in topic_values(bootstrap, topic)}
 
 
 def test_kb_backlog_two_workers_kill9_equal_the_embedded_runner(kafka_bootstrap: str, tmp_path: Path) -> None:

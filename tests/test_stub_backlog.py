@@ -23,10 +23,9 @@ import pytest
 from kafka.errors import KafkaError
 
 from bench.stage_backlog import StubBacklogSpec, stub_backlog, write_lines
-from projections.consumer import PartitionReader, TopicPartition
 from streams.topics import Topics
 from tests.kafka_harness import REPO_ROOT, end_offset_sum, group_lag, hivestream_cli, kill9, stop, unique_namespace, wait_until
-from tests.stub_kafka_scenario import stub_tables
+from tests.stub_kafka_scenario import message_outcomes, stub_tables
 
 pytestmark = pytest.mark.kafka
 
@@ -42,29 +41,6 @@ def start_stub_worker(bootstrap: str, ns: str, data_dir: Path, log: Path) -> sub
     with log.open("ab") as out:
         return subprocess.Popen([sys.executable, "-m", "hivestream", "stubs", "worker", "--namespace", ns, "--data-dir", str(data_dir),
                                  "--loglevel", "info", *POLICY], cwd=REPO_ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
-
-
-def message_outcomes(bootstrap: str, topic: str) -> set[tuple[str, str]]:
-    """(channel, message id) of every ``message-processed`` record on ``topic`` (read with aiokafka, start to end)."""
-    c = PartitionReader(bootstrap, client_id="test-stub-backlog")
-    try:
-        tps = [TopicPartition(topic, p) for p in c.partitions(topic)]
-        c.assign(tps)
-        for tp in tps:
-            c.seek_to_beginning(tp)
-        ends = c.end_offsets(tps)
-        pos = dict.fromkeys(tps, 0)
-        out: set[tuple[str, str]] = set()
-        while any(pos[tp] < ends[tp] for tp in tps):
-            for tp, recs in c.poll(timeout_ms=1000, max_records=20_000).items():
-                for r in recs:
-                    if b'"message-processed"' in (r.value or b""):
-                        d = json.loads(r.value)
-                        out.add((d["channel"], d["message_id"]))
-                pos[tp] = recs[-1].offset + 1
-        return out
-    finally:
-        c.close()
 
 
 def wait_stub_workers_done(bootstrap: str, t: Topics, timeout_s: float = 600) -> None:

@@ -10,12 +10,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from kafka import KafkaConsumer, TopicPartition
 from kafka.errors import KafkaError
 
 from streams.topics import Topics
 from tests.kafka_harness import REPO_ROOT, end_offset_sum, group_lag, kill9, stop, unique_namespace, wait_until
-from tests.stub_kafka_scenario import embedded, stub_scenario, stub_tables, write_scenario
+from tests.stub_kafka_scenario import embedded, message_outcomes, stub_scenario, stub_tables, write_scenario
 
 pytestmark = pytest.mark.kafka
 
@@ -70,7 +69,7 @@ def test_stub_kafka_path_equals_the_embedded_runner(kafka_bootstrap: str, tmp_pa
     w = start_stub_worker(kafka_bootstrap, ns, tmp_path / "w", tmp_path / "worker.log")
     try:
         wait_until(caught_up, 240, "the stub worker's consumer group to catch up")
-        assert messages <= processed(kafka_bootstrap, t.stub_matches)
+        assert messages <= message_outcomes(kafka_bootstrap, t.stub_matches)
     finally:
         stop(w)
 
@@ -94,23 +93,3 @@ def _json_or_none(raw: bytes) -> object:
         return json.loads(raw)
     except ValueError:
         return None
-
-
-def processed(bootstrap: str, topic: str) -> set[tuple[str, str]]:
-    """(channel, message id) of every message-processed record on ``topic``."""
-    c = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
-    try:
-        tps = [TopicPartition(topic, p) for p in sorted(c.partitions_for_topic(topic) or ())]
-        c.assign(tps)
-        c.seek_to_beginning(*tps)
-        ends = c.end_offsets(tps)
-        out: set[tuple[str, str]] = set()
-        while any(c.position(tp) < ends[tp] for tp in tps):
-            for recs in c.poll(timeout_ms=1000).values():
-                for r in recs:
-                    d = json.loads(r.value)
-                    if d.get("type") == "message-processed":
-                        out.add((d["channel"], d["message_id"]))
-        return out
-    finally:
-        c.close()
