@@ -45,15 +45,21 @@ def peak_rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+def cpu_s() -> float:
+    """CPU seconds (user + system) this process has used so far."""
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    return ru.ru_utime + ru.ru_stime
+
+
 def stage_produce(bootstrap: str, namespace: str, path: str) -> dict[str, float]:
-    """``produce_files`` of the backlog into ``namespace``; events/s."""
+    """``produce_files`` of the backlog into ``namespace``; events/s and the CPU µs per event of this process."""
     from streams.clock import wall_clock_ms
     from streams.producer import produce_files
 
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), cpu_s()
     rep = produce_files([Path(path)], bootstrap, Topics(namespace), now_ms=wall_clock_ms)
-    dt = time.perf_counter() - t0
-    return {"records": rep.events, "rate": rep.events / dt, "rss": peak_rss_mib()}
+    dt, cpu = time.perf_counter() - t0, cpu_s() - c0
+    return {"records": rep.events, "rate": rep.events / dt, "rss": peak_rss_mib(), "cpu_us": cpu / rep.events * 1e6}
 
 
 def stage_raw_produce(bootstrap: str, namespace: str, path: str) -> dict[str, float]:
@@ -66,21 +72,21 @@ def stage_raw_produce(bootstrap: str, namespace: str, path: str) -> dict[str, fl
     t = Topics(namespace)
     recs = [(k, v) for topic, k, v in hook_records([Path(path)], t, ProduceReport(), now_ms=wall_clock_ms) if topic == t.hook_events]
 
-    async def go() -> float:
+    async def go() -> tuple[float, float]:
         p = AIOKafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=True, acks="all", linger_ms=10, max_batch_size=1_048_576,
                              max_request_size=2_097_152)
         await p.start()
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), cpu_s()
         futs = [await p.send(t.hook_events, v, key=k) for k, v in recs]
         await p.flush()
         for f in futs:
             await f
-        dt = time.perf_counter() - t0
+        dt, cpu = time.perf_counter() - t0, cpu_s() - c0
         await p.stop()
-        return dt
+        return dt, cpu
 
-    dt = asyncio.run(go())
-    return {"records": len(recs), "rate": len(recs) / dt, "rss": peak_rss_mib()}
+    dt, cpu = asyncio.run(go())
+    return {"records": len(recs), "rate": len(recs) / dt, "rss": peak_rss_mib(), "cpu_us": cpu / len(recs) * 1e6}
 
 
 def stage_projector(bootstrap: str, namespace: str, version: str) -> dict[str, float]:
@@ -172,6 +178,8 @@ def main() -> None:
     ap.add_argument("--turns", type=int, default=50_000)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--partitions", type=int, default=4)
+    ap.add_argument("--only", choices=("produce", "worker", "projector"), action="append",
+                    help="run only these stages and their anchors (repeatable; the worker and projector stages read what produce wrote)")
     ap.add_argument("--stage")
     ap.add_argument("args", nargs="*")
     a = ap.parse_args()
@@ -197,11 +205,12 @@ def main() -> None:
             raw_ns = unique_namespace("bench-raw")
             ensure_topics(bootstrap, Topics(raw_ns).specs(a.partitions))
             figs.setdefault("raw-produce", []).append(run_stage("raw-produce", bootstrap, raw_ns, str(log)))
+        only = set(a.only or ("produce", "worker", "projector"))
         ns = namespaces[0]
         t = Topics(ns)
         quix = ROOT / "bench" / "quix_dedup.py"
         has_quix = subprocess.run([sys.executable, "-c", "import quixstreams"], capture_output=True).returncode == 0
-        for i in range(a.runs):
+        for i in range(a.runs if only & {"worker", "projector"} else 0):
             wd = Path(d) / f"w{i}"
             figs.setdefault("worker", []).append(consume_to_zero_lag(
                 bootstrap, [sys.executable, "-m", "hivestream", "worker", "--namespace", ns, "--data-dir", str(wd), "--frames-version", f"b{i}"],
@@ -212,7 +221,7 @@ def main() -> None:
                 figs.setdefault("quix", []).append(consume_to_zero_lag(
                     bootstrap, [sys.executable, str(quix), bootstrap, ns, f"quix-{ns}-{i}", str(Path(d) / f"q{i}")], f"quix-{ns}-{i}", t.hook_events))
         frames = Topics(ns, "b0")
-        for _ in range(a.runs):
+        for _ in range(a.runs if "projector" in only else 0):
             figs.setdefault("projector", []).append(run_stage("projector", bootstrap, ns, "b0"))
             figs.setdefault("raw-consume", []).append(run_stage("raw-consume", bootstrap, frames.frames))
 
@@ -222,7 +231,10 @@ def main() -> None:
             print(f"{name:<58} not measured")
             return float("nan")
         rate = statistics.median(x["rate"] for x in f)
-        print(f"{name:<58} {rate:>10,.0f} records/s (median of {len(f)}), peak RSS {max(x['rss'] for x in f):,.0f} MiB")
+        cpu = f", {statistics.median(x['cpu_us'] for x in f):.1f} CPU µs/record" if "cpu_us" in f[0] else ""
+        runs = ", ".join(f"{x['rate']:,.0f}" for x in f)
+        print(f"{name:<58} {rate:>10,.0f} records/s (median of {len(f)}; runs {runs}), "
+              f"peak RSS {max(x['rss'] for x in f):,.0f} MiB{cpu}")
         return rate
 
     print()

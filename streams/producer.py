@@ -33,6 +33,7 @@ from streams.keying import hook_event_key
 from streams.topics import Topics, partition_for
 
 MAX_EVENT_BYTES = 900_000  # under Kafka's default 1 MiB message.max.bytes
+_PARTITION_CACHE = 65_536  # (topic, key) → partition entries kept by send_records
 
 
 @dataclass
@@ -158,13 +159,18 @@ async def send_records(
     await producer.start()
     try:
         parts: dict[str, int] = {}
+        part_of: dict[tuple[str, bytes], tuple[str, int]] = {}  # murmur2 in Python costs µs: keys repeat (256 key groups)
         batches: dict[tuple[str, int], Any] = {}
         pending: list[asyncio.Future[Any]] = []
         n = 0
         for topic, key, value in records:
             if topic not in parts:
                 parts[topic] = len(await producer.partitions_for(topic))
-            tp = (topic, partition_for(key, parts[topic]))
+            tp = part_of.get((topic, key))
+            if tp is None:
+                if len(part_of) >= _PARTITION_CACHE:
+                    part_of.clear()
+                tp = part_of[(topic, key)] = (topic, partition_for(key, parts[topic]))
             batch = batches.get(tp)
             if batch is None:
                 batch = batches[tp] = producer.create_batch()
