@@ -51,14 +51,21 @@ def cpu_s() -> float:
     return ru.ru_utime + ru.ru_stime
 
 
-def stage_produce(bootstrap: str, namespace: str, path: str) -> dict[str, float]:
-    """``produce_files`` of the backlog into ``namespace``; events/s and the CPU µs per event of this process."""
+def children_cpu_s() -> float:
+    """CPU seconds (user + system) of this process's finished children (the import processes)."""
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
+
+
+def stage_produce(bootstrap: str, namespace: str, path: str, jobs: str = "0") -> dict[str, float]:
+    """``produce_files`` of the backlog into ``namespace`` with ``jobs`` import processes; events/s and
+    the CPU µs per event of this process and its import processes."""
     from streams.clock import wall_clock_ms
     from streams.producer import produce_files
 
-    t0, c0 = time.perf_counter(), cpu_s()
-    rep = produce_files([Path(path)], bootstrap, Topics(namespace), now_ms=wall_clock_ms)
-    dt, cpu = time.perf_counter() - t0, cpu_s() - c0
+    t0, c0 = time.perf_counter(), cpu_s() + children_cpu_s()
+    rep = produce_files([Path(path)], bootstrap, Topics(namespace), now_ms=wall_clock_ms, jobs=int(jobs))
+    dt, cpu = time.perf_counter() - t0, cpu_s() + children_cpu_s() - c0
     return {"records": rep.events, "rate": rep.events / dt, "rss": peak_rss_mib(), "cpu_us": cpu / rep.events * 1e6}
 
 
@@ -180,6 +187,8 @@ def main() -> None:
     ap.add_argument("--partitions", type=int, default=4)
     ap.add_argument("--only", choices=("produce", "worker", "projector"), action="append",
                     help="run only these stages and their anchors (repeatable; the worker and projector stages read what produce wrote)")
+    ap.add_argument("--jobs", type=int, action="append", default=[],
+                    help="also run produce with this many import processes (repeatable), e.g. --jobs 2")
     ap.add_argument("--stage")
     ap.add_argument("args", nargs="*")
     a = ap.parse_args()
@@ -201,7 +210,11 @@ def main() -> None:
             ns = unique_namespace("bench")
             ensure_topics(bootstrap, Topics(ns).specs(a.partitions))
             namespaces.append(ns)
-            figs.setdefault("produce", []).append(run_stage("produce", bootstrap, ns, str(log)))
+            figs.setdefault("produce", []).append(run_stage("produce", bootstrap, ns, str(log), "0"))
+            for jobs in a.jobs:
+                jns = unique_namespace(f"bench-j{jobs}")
+                ensure_topics(bootstrap, Topics(jns).specs(a.partitions))
+                figs.setdefault(f"produce-j{jobs}", []).append(run_stage("produce", bootstrap, jns, str(log), str(jobs)))
             raw_ns = unique_namespace("bench-raw")
             ensure_topics(bootstrap, Topics(raw_ns).specs(a.partitions))
             figs.setdefault("raw-produce", []).append(run_stage("raw-produce", bootstrap, raw_ns, str(log)))
@@ -239,6 +252,9 @@ def main() -> None:
 
     print()
     p, rp = show("hivestream produce (import + key + send)", "produce"), show("raw aiokafka producer, same records", "raw-produce")
+    for jobs in a.jobs:
+        pj = show(f"hivestream produce --jobs {jobs}", f"produce-j{jobs}")
+        print(f"{'':<58} ratio to the raw producer {pj / rp:.2f}")
     w, nf = show("hivestream worker (decode, dedup, frames)", "worker"), show("faust no-op agent, same topic", "noop")
     q = show("Quix Streams dedup job, same topic", "quix")
     pr, rc = show("projector frames -> DuckDB", "projector"), show("raw consume of frames, same client (aiokafka)", "raw-consume")

@@ -233,3 +233,35 @@ def test_big_numbers_keep_their_type() -> None:
         obj = parse_json_object(text.encode())
         assert type(obj["n"]) is int and obj["n"] == json.loads(text)["n"]
     assert math.isnan(parse_json_object(b'{"f": NaN}')["f"])
+
+
+def test_pooled_import_equals_one_process(backlog: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``produce --jobs 2``: the same records in the same order as the one-process import, with
+    hook-event files cut into many byte ranges (offsets of dead letters continue across them)."""
+    from streams import import_pool
+
+    monkeypatch.setattr(import_pool, "CHUNK_BYTES", 40_000)
+    no_newline = tmp_path / "last-line-unterminated.jsonl"
+    no_newline.write_bytes(b'{"content": "[hm src:x] a", "timestamp": 1}\n\n\r\n{"broken\n{"content": "b", "timestamp": 2}')
+    empty = tmp_path / "empty.jsonl"
+    empty.write_bytes(b"")
+    paths = [backlog, *claude_files()[:3], *codex_files()[:2], no_newline, empty, backlog]
+    assert len(import_pool.byte_ranges(backlog, 40_000)) > 20
+    for gateway in (False, True):
+        one, one_rep = records(paths, gateway)
+        rep = ProduceReport()
+        with import_pool.ImportPool(2) as pool:
+            pooled = list(hook_records(paths, Topics("fast"), rep, gateway=gateway, now_ms=lambda: 1_790_000_000_000, pool=pool))
+        assert pooled == one
+        assert (rep.events, rep.dead_letters, rep.formats) == (one_rep.events, one_rep.dead_letters, one_rep.formats)
+    assert one_rep.dead_letters  # the bad lines were compared too
+
+
+def test_split_lines_reads_as_the_file_iterator(tmp_path: Path) -> None:
+    from streams.import_pool import split_lines
+    from streams.importers.files import read_lines
+
+    for data in (b"", b"a", b"a\n", b"a\n\n", b"\n", b"a\r\nb\rc\n\r\n", b"x\ny"):
+        p = tmp_path / "f"
+        p.write_bytes(data)
+        assert split_lines(data) == list(read_lines(p)), data
