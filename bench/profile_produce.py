@@ -1,8 +1,7 @@
 """CPU cost of each step of ``hivestream produce``, in µs per event, on the generated backlog (no broker).
 
-Each step's figure is the ``time.process_time`` of a streaming pipeline that ends with that step
-minus that of the pipeline one step shorter (median of 3 passes each; nothing is kept in memory,
-as in ``produce``):
+Each step is timed with ``time.process_time`` over the previous step's outputs (the first
+``--lines`` lines, garbage collector paused, fastest of 5 passes), so a figure is that step alone:
 
 * ``read``: the file's lines (:func:`streams.importers.files.read_lines`);
 * ``parse``: a line to a JSON object (:func:`streams.decode.parse_json_object`);
@@ -15,18 +14,18 @@ as in ``produce``):
 * ``hook_records``: the whole import path as ``produce`` runs it (the sum of the above, measured
   in one pass), the anchor the steps are compared with.
 
-Usage: ``python bench/profile_produce.py [--turns 50000] [--file backlog.jsonl]``. The figures are
+Usage: ``python bench/profile_produce.py [--turns 50000] [--file backlog.jsonl] [--lines 20000]``;
+``HIVESTREAM_FAST_IMPORT=0`` times the model path. The figures are
 CPU time of this process only, so they are much less noisy than wall-clock rates on a shared machine.
 """
 
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -61,49 +60,29 @@ def _try(fn: Callable[[Any], Any], x: Any) -> Any:
         return e
 
 
-def _events(path: Path) -> Iterator[HookEvent]:
-    for ln in read_lines(path):
-        if ln.strip():
-            obj = _try(parse_json_object, ln)
-            if isinstance(obj, dict):
-                ev = _try(adapt, obj)
-                if isinstance(ev, HookEvent):
-                    yield ev
+def steps(path: Path, limit: int = 20_000, passes: int = 5) -> list[tuple[str, float, int]]:
+    """(step, CPU seconds per pass, items) for each step, on the first ``limit`` lines of ``path``.
 
+    Each step runs over the previous step's outputs (kept in lists), with the garbage collector
+    paused while it is timed; the figure is the fastest of ``passes`` passes. The last row is the
+    whole path as ``produce`` runs it (streaming, collector on), fastest of ``passes`` too.
+    """
+    import gc
+    import itertools
 
-def _pipelines(path: Path) -> list[tuple[str, Callable[[], int]]]:
-    """Streaming pipelines, each one step longer than the one before (nothing is materialised)."""
     from aiokafka.producer.message_accumulator import BatchBuilder
 
-    def read() -> int:
-        return sum(1 for ln in read_lines(path) if ln.strip())
+    lines = [ln for ln in itertools.islice(read_lines(path), limit) if ln.strip()]
+    objs = [o for o in (_try(parse_json_object, ln) for ln in lines) if isinstance(o, dict)]
+    evs = [e for e in (_try(adapt, o) for o in objs) if isinstance(e, HookEvent)]
+    scrubbed = [scrub_kb_event(e, RedactionMode.STRICT) for e in evs]
+    values = [event_value(e) for e in scrubbed]
+    keys = [hook_event_key(e) for e in scrubbed]
 
-    def parse() -> int:
-        return sum(1 for ln in read_lines(path) if ln.strip() and isinstance(_try(parse_json_object, ln), dict))
-
-    def adapted() -> int:
-        return sum(1 for _ in _events(path))
-
-    def scrub() -> int:
-        return sum(1 for ev in _events(path) if scrub_kb_event(ev, RedactionMode.STRICT))
-
-    def serialise() -> int:
-        return sum(1 for ev in _events(path) if event_value(scrub_kb_event(ev, RedactionMode.STRICT)))
-
-    def key() -> int:
-        n = 0
-        for ev in _events(path):
-            s = scrub_kb_event(ev, RedactionMode.STRICT)
-            n += bool(event_value(s)) and bool(hook_event_key(s))
-        return n
-
-    def append() -> int:
+    def append() -> None:
         batches: dict[int, Any] = {}
         parts: dict[bytes, int] = {}
-        n = 0
-        for ev in _events(path):
-            s = scrub_kb_event(ev, RedactionMode.STRICT)
-            v, k = event_value(s), hook_event_key(s)
+        for k, v in zip(keys, values, strict=True):
             p = parts.get(k)
             if p is None:
                 p = parts[k] = partition_for(k, 4)
@@ -111,26 +90,32 @@ def _pipelines(path: Path) -> list[tuple[str, Callable[[], int]]]:
             if b is None or b.append(key=k, value=v, timestamp=None) is None:
                 b = batches[p] = BatchBuilder(1_048_576, 0, is_transactional=False)
                 b.append(key=k, value=v, timestamp=None)
-            n += 1
-        return n
 
-    return [("read", read), ("parse", parse), ("adapt", adapted), ("scrub", scrub), ("serialise", serialise), ("key", key),
-            ("partition + batch append", append)]
-
-
-def steps(path: Path) -> list[tuple[str, float, int]]:
-    """(step, CPU seconds of this step alone, events) per step for ``path``: each pipeline's CPU
-    time minus the one before it (the median of ``3`` passes each)."""
+    table: list[tuple[str, Callable[[], Any], int]] = [
+        ("read (lines of the file)", lambda: [ln for ln in itertools.islice(read_lines(path), limit) if ln.strip()], len(lines)),
+        ("parse (line -> JSON object)", lambda: [_try(parse_json_object, ln) for ln in lines], len(lines)),
+        ("adapt (object -> HookEvent)", lambda: [_try(adapt, o) for o in objs], len(objs)),
+        ("scrub (KnowHub redaction check)", lambda: [scrub_kb_event(e, RedactionMode.STRICT) for e in evs], len(evs)),
+        ("serialise (record value)", lambda: [event_value(e) for e in scrubbed], len(evs)),
+        ("key (body hash -> key group)", lambda: [hook_event_key(e) for e in scrubbed], len(evs)),
+        ("partition + batch append", append, len(evs)),
+    ]
     out: list[tuple[str, float, int]] = []
-    before = 0.0
-    for name, fn in _pipelines(path):
-        runs = [timed(fn) for _ in range(3)]
-        n = runs[0][0]
-        dt = statistics.median(r[1] for r in runs)
-        out.append((name, dt - before, n))
-        before = dt
-    n, dt = timed(lambda: sum(1 for _ in hook_records([path], Topics("profile"), ProduceReport(), now_ms=wall_clock_ms)))
-    out.append(("hook_records (what produce runs, without sending)", dt, n))
+    for name, fn, n in table:
+        gc.disable()
+        try:
+            best = min(timed(fn)[1] for _ in range(passes))
+        finally:
+            gc.enable()
+        out.append((name, best, n))
+    sub = Path(tempfile.mkdtemp()) / "head.jsonl"
+    sub.write_bytes(b"".join(ln + b"\n" for ln in itertools.islice(read_lines(path), limit)))
+    best, n = float("inf"), 0
+    for _ in range(passes):
+        n, dt = timed(lambda: sum(1 for _ in hook_records([sub], Topics("profile"), ProduceReport(), now_ms=wall_clock_ms)))
+        best = min(best, dt)
+    sub.unlink()
+    out.append(("hook_records (what produce runs, without sending)", best, n))
     return out
 
 
@@ -139,13 +124,14 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--turns", type=int, default=50_000)
     ap.add_argument("--file", type=Path, help="an existing hook-event JSONL file instead of a generated backlog")
+    ap.add_argument("--lines", type=int, default=20_000, help="how many lines of the input to time")
     a = ap.parse_args()
     with tempfile.TemporaryDirectory() as d:
         path = a.file
         if path is None:
             path = Path(d) / "backlog.jsonl"
             write_backlog(path, BacklogSpec(turns=a.turns))
-        rows = steps(path)
+        rows = steps(path, a.lines)
     total = 0.0
     for name, dt, n in rows:
         us = dt / max(n, 1) * 1e6
