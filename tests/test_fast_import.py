@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -38,13 +37,6 @@ from tests.kb_fixtures import scenario_lines, write_lines
 from tests.kb_hardening_lines import hardening_lines
 
 SAMPLES = Path(__file__).resolve().parent.parent / "hivestream" / "samples"
-
-
-@pytest.fixture
-def model_path(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """Run the body of a ``with``-less comparison on the model path (restored afterwards)."""
-    monkeypatch.setattr(fastpath, "ENABLED", False)
-    yield
 
 
 def both(fn: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
