@@ -50,8 +50,8 @@ def _orjson_object(raw: bytes) -> dict[str, Any] | None:
     and it reads an integer beyond 64 bits as a float where ``json`` keeps an ``int``: a line with
     19 or more digits in a row goes the slow way too (a false positive only costs time).
     """
-    if _LONG_NUMBER in raw.translate(_DIGITS_TO_ZERO):
-        return None
+    if type(raw) is not bytes or _LONG_NUMBER in raw.translate(_DIGITS_TO_ZERO):
+        return None  # (a bytearray or memoryview takes the standard path as before)
     try:
         obj = orjson.loads(raw)
     except orjson.JSONDecodeError:
