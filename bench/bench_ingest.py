@@ -53,6 +53,7 @@ sys.path.insert(0, str(ROOT))
 import aiohttp  # noqa: E402
 import orjson  # noqa: E402
 
+from bench.procstat import proc_cpu_s  # noqa: E402
 from hivestream.ingest_server import loop_factory  # noqa: E402
 from tests.ingest_harness import IngestProc  # noqa: E402
 from tests.kafka_broker import kafka_broker  # noqa: E402
@@ -74,12 +75,6 @@ def run(coro: Coroutine[Any, Any, T]) -> T:
     """Run ``coro`` on the event loop the server uses (uvloop when installed)."""
     with asyncio.Runner(loop_factory=loop_factory()) as r:
         return r.run(coro)
-
-
-def cpu_s(pid: int) -> float:
-    """CPU seconds (user + system) used so far by process ``pid`` (Linux ``/proc/<pid>/stat``)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def self_cpu_s() -> float:
@@ -270,11 +265,11 @@ def measured(procs: list[IngestProc], broker_pid: int | None, what: Callable[[],
     """Run ``what`` (prints its figure) and print the CPU of the servers, this process and the broker."""
     pids = [p.proc.pid for p in procs]
     load0 = os.getloadavg()[0]
-    s0, c0, b0, w0 = [cpu_s(p) for p in pids], self_cpu_s(), cpu_s(broker_pid) if broker_pid else 0.0, time.perf_counter()
+    s0, c0, b0, w0 = [proc_cpu_s(p) for p in pids], self_cpu_s(), proc_cpu_s(broker_pid) if broker_pid else 0.0, time.perf_counter()
     print(what())
     wall = time.perf_counter() - w0
-    server = [cpu_s(p) - s for p, s in zip(pids, s0, strict=True)]
-    broker = f"{cpu_s(broker_pid) - b0:.1f} s" if broker_pid else "n/a"
+    server = [proc_cpu_s(p) - s for p, s in zip(pids, s0, strict=True)]
+    broker = f"{proc_cpu_s(broker_pid) - b0:.1f} s" if broker_pid else "n/a"
     print(f"  over {wall:.1f} s wall: server CPU {' + '.join(f'{s:.1f}' for s in server)} s ({sum(server) / wall:.0%} of one core), "
           f"load generator {self_cpu_s() - c0:.1f} s, broker {broker}; load average {load0:.1f} -> {os.getloadavg()[0]:.1f}")
 

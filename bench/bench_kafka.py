@@ -36,6 +36,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.backlog import BacklogSpec, write_backlog  # noqa: E402
+from bench.procstat import proc_cpu_s, proc_peak_rss_mib  # noqa: E402
 from streams.topics import Topics, ensure_topics  # noqa: E402
 from tests.kafka_harness import end_offset_sum, group_lag, stop, unique_namespace  # noqa: E402
 
@@ -46,20 +47,27 @@ def peak_rss_mib() -> float:
 
 
 def cpu_s() -> float:
-    """CPU seconds (user + system, every thread) this process has used so far."""
-    r = resource.getrusage(resource.RUSAGE_SELF)
-    return r.ru_utime + r.ru_stime
+    """CPU seconds (user + system) this process has used so far."""
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    return ru.ru_utime + ru.ru_stime
 
 
-def stage_produce(bootstrap: str, namespace: str, path: str) -> dict[str, float]:
-    """``produce_files`` of the backlog into ``namespace``; events/s."""
+def children_cpu_s() -> float:
+    """CPU seconds (user + system) of this process's finished children (the import processes)."""
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
+
+
+def stage_produce(bootstrap: str, namespace: str, path: str, jobs: str = "0") -> dict[str, float]:
+    """``produce_files`` of the backlog into ``namespace`` with ``jobs`` import processes; events/s and
+    the CPU µs per event of this process and its import processes."""
     from streams.clock import wall_clock_ms
     from streams.producer import produce_files
 
-    t0 = time.perf_counter()
-    rep = produce_files([Path(path)], bootstrap, Topics(namespace), now_ms=wall_clock_ms)
-    dt = time.perf_counter() - t0
-    return {"records": rep.events, "rate": rep.events / dt, "rss": peak_rss_mib()}
+    t0, c0 = time.perf_counter(), cpu_s() + children_cpu_s()
+    rep = produce_files([Path(path)], bootstrap, Topics(namespace), now_ms=wall_clock_ms, jobs=int(jobs))
+    dt, cpu = time.perf_counter() - t0, cpu_s() + children_cpu_s() - c0
+    return {"records": rep.events, "rate": rep.events / dt, "rss": peak_rss_mib(), "cpu_us": cpu / rep.events * 1e6}
 
 
 def stage_raw_produce(bootstrap: str, namespace: str, path: str) -> dict[str, float]:
@@ -72,21 +80,21 @@ def stage_raw_produce(bootstrap: str, namespace: str, path: str) -> dict[str, fl
     t = Topics(namespace)
     recs = [(k, v) for topic, k, v in hook_records([Path(path)], t, ProduceReport(), now_ms=wall_clock_ms) if topic == t.hook_events]
 
-    async def go() -> float:
+    async def go() -> tuple[float, float]:
         p = AIOKafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=True, acks="all", linger_ms=10, max_batch_size=1_048_576,
                              max_request_size=2_097_152)
         await p.start()
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), cpu_s()
         futs = [await p.send(t.hook_events, v, key=k) for k, v in recs]
         await p.flush()
         for f in futs:
             await f
-        dt = time.perf_counter() - t0
+        dt, cpu = time.perf_counter() - t0, cpu_s() - c0
         await p.stop()
-        return dt
+        return dt, cpu
 
-    dt = asyncio.run(go())
-    return {"records": len(recs), "rate": len(recs) / dt, "rss": peak_rss_mib()}
+    dt, cpu = asyncio.run(go())
+    return {"records": len(recs), "rate": len(recs) / dt, "rss": peak_rss_mib(), "cpu_us": cpu / len(recs) * 1e6}
 
 
 def stage_projector(bootstrap: str, namespace: str, version: str) -> dict[str, float]:
@@ -147,8 +155,13 @@ def _lag(bootstrap: str, group: str, topic: str, default: int) -> int:
         return default
 
 
-def consume_to_zero_lag(bootstrap: str, cmd: list[str], group: str, topic: str, timeout_s: float = 1800) -> dict[str, float]:
-    """Start ``cmd``, time it from its group's first commit to zero lag on ``topic``; peak RSS (VmHWM) of the process."""
+def consume_to_zero_lag(bootstrap: str, cmd: list[str], group: str, topic: str, timeout_s: float = 3600) -> dict[str, float]:
+    """Start ``cmd``; from its group's first commit to zero lag on ``topic``: records, records/s, peak
+    RSS (VmHWM, MiB) and CPU µs per record of the process.
+
+    Raises:
+        RuntimeError: when the process exits or does not catch up within ``timeout_s`` seconds.
+    """
     total = end_offset_sum(bootstrap, topic)
     p = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                          env={**os.environ, "KAFKA_BOOTSTRAP_SERVERS": bootstrap, "PYTHONPATH": str(ROOT)})
@@ -156,20 +169,18 @@ def consume_to_zero_lag(bootstrap: str, cmd: list[str], group: str, topic: str, 
         deadline = time.monotonic() + timeout_s
         while (lag := _lag(bootstrap, group, topic, total)) >= total:
             if time.monotonic() > deadline or p.poll() is not None:
-                raise RuntimeError(f"{cmd[:3]} did not start consuming")
+                raise RuntimeError(f"{cmd[:4]} did not start consuming")
             time.sleep(0.05)
-        t0, start_lag = time.perf_counter(), lag
-        hwm = 0.0
+        t0, c0, start_lag, hwm = time.perf_counter(), proc_cpu_s(p.pid), lag, 0.0
         while _lag(bootstrap, group, topic, total) > 0:
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"{cmd[:3]} did not catch up")
-            status = Path(f"/proc/{p.pid}/status").read_text()
-            hwm = max(hwm, next(int(line.split()[1]) for line in status.splitlines() if line.startswith("VmHWM")) / 1024)
+            if time.monotonic() > deadline or p.poll() is not None:
+                raise RuntimeError(f"{cmd[:4]} did not catch up")
+            hwm = max(hwm, proc_peak_rss_mib(p.pid))
             time.sleep(0.1)
-        dt = time.perf_counter() - t0
+        dt, cpu = time.perf_counter() - t0, proc_cpu_s(p.pid) - c0
     finally:
         stop(p)
-    return {"records": start_lag, "rate": start_lag / dt, "rss": hwm}
+    return {"records": start_lag, "rate": start_lag / dt, "rss": hwm, "cpu_us": cpu / max(start_lag, 1) * 1e6}
 
 
 def main() -> None:
@@ -178,6 +189,10 @@ def main() -> None:
     ap.add_argument("--turns", type=int, default=50_000)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--partitions", type=int, default=4)
+    ap.add_argument("--only", choices=("produce", "worker", "projector"), action="append",
+                    help="run only these stages and their anchors (repeatable; the worker and projector stages read what produce wrote)")
+    ap.add_argument("--jobs", type=int, action="append", default=[],
+                    help="also run produce with this many import processes (repeatable), e.g. --jobs 2")
     ap.add_argument("--stage")
     ap.add_argument("args", nargs="*")
     a = ap.parse_args()
@@ -199,15 +214,20 @@ def main() -> None:
             ns = unique_namespace("bench")
             ensure_topics(bootstrap, Topics(ns).specs(a.partitions))
             namespaces.append(ns)
-            figs.setdefault("produce", []).append(run_stage("produce", bootstrap, ns, str(log)))
+            figs.setdefault("produce", []).append(run_stage("produce", bootstrap, ns, str(log), "0"))
+            for jobs in a.jobs:
+                jns = unique_namespace(f"bench-j{jobs}")
+                ensure_topics(bootstrap, Topics(jns).specs(a.partitions))
+                figs.setdefault(f"produce-j{jobs}", []).append(run_stage("produce", bootstrap, jns, str(log), str(jobs)))
             raw_ns = unique_namespace("bench-raw")
             ensure_topics(bootstrap, Topics(raw_ns).specs(a.partitions))
             figs.setdefault("raw-produce", []).append(run_stage("raw-produce", bootstrap, raw_ns, str(log)))
+        only = set(a.only or ("produce", "worker", "projector"))
         ns = namespaces[0]
         t = Topics(ns)
         quix = ROOT / "bench" / "quix_dedup.py"
         has_quix = subprocess.run([sys.executable, "-c", "import quixstreams"], capture_output=True).returncode == 0
-        for i in range(a.runs):
+        for i in range(a.runs if only & {"worker", "projector"} else 0):
             wd = Path(d) / f"w{i}"
             figs.setdefault("worker", []).append(consume_to_zero_lag(
                 bootstrap, [sys.executable, "-m", "hivestream", "worker", "--namespace", ns, "--data-dir", str(wd), "--frames-version", f"b{i}"],
@@ -218,7 +238,7 @@ def main() -> None:
                 figs.setdefault("quix", []).append(consume_to_zero_lag(
                     bootstrap, [sys.executable, str(quix), bootstrap, ns, f"quix-{ns}-{i}", str(Path(d) / f"q{i}")], f"quix-{ns}-{i}", t.hook_events))
         frames = Topics(ns, "b0")
-        for _ in range(a.runs):
+        for _ in range(a.runs if "projector" in only else 0):
             figs.setdefault("projector", []).append(run_stage("projector", bootstrap, ns, "b0"))
             figs.setdefault("raw-consume", []).append(run_stage("raw-consume", bootstrap, frames.frames))
 
@@ -228,12 +248,17 @@ def main() -> None:
             print(f"{name:<58} not measured")
             return float("nan")
         rate = statistics.median(x["rate"] for x in f)
-        cpu = f", CPU {statistics.median(x['cpu_us'] for x in f):,.1f} us/record" if all("cpu_us" in x for x in f) else ""
-        print(f"{name:<58} {rate:>10,.0f} records/s (median of {len(f)}), peak RSS {max(x['rss'] for x in f):,.0f} MiB{cpu}")
+        cpu = f", {statistics.median(x['cpu_us'] for x in f):.1f} CPU µs/record" if "cpu_us" in f[0] else ""
+        runs = ", ".join(f"{x['rate']:,.0f}" for x in f)
+        print(f"{name:<58} {rate:>10,.0f} records/s (median of {len(f)}; runs {runs}), "
+              f"peak RSS {max(x['rss'] for x in f):,.0f} MiB{cpu}")
         return rate
 
     print()
     p, rp = show("hivestream produce (import + key + send)", "produce"), show("raw aiokafka producer, same records", "raw-produce")
+    for jobs in a.jobs:
+        pj = show(f"hivestream produce --jobs {jobs}", f"produce-j{jobs}")
+        print(f"{'':<58} ratio to the raw producer {pj / rp:.2f}")
     w, nf = show("hivestream worker (decode, dedup, frames)", "worker"), show("faust no-op agent, same topic", "noop")
     q = show("Quix Streams dedup job, same topic", "quix")
     pr, rc = show("projector frames -> DuckDB", "projector"), show("raw consume of frames, same client (aiokafka)", "raw-consume")

@@ -44,18 +44,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.bench_kafka import _lag, peak_rss_mib, stage_produce, stage_raw_consume, stage_raw_produce  # noqa: E402
+from bench.bench_kafka import consume_to_zero_lag, peak_rss_mib, stage_produce, stage_raw_consume, stage_raw_produce  # noqa: E402
 from bench.stage_backlog import KbBacklogSpec, StubBacklogSpec, kb_backlog, stub_backlog, write_lines  # noqa: E402
 from streams.topics import Topics, ensure_topics  # noqa: E402
-from tests.kafka_harness import end_offset_sum, stop, unique_namespace  # noqa: E402
-
-CLK_TCK = os.sysconf("SC_CLK_TCK")
-
-
-def _cpu_s(pid: int) -> float:
-    """User + system CPU seconds of process ``pid`` so far (``/proc/<pid>/stat`` fields 14 and 15)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+from tests.kafka_harness import unique_namespace  # noqa: E402
 
 
 def _figures(records: int, dt: float, cpu: float) -> dict[str, float]:
@@ -175,30 +167,6 @@ def noop_agent(topic: str, group: str, partitions: int) -> None:
     run_app(app)
 
 
-def to_zero_lag(bootstrap: str, cmd: list[str], group: str, topic: str, timeout_s: float = 3600) -> dict[str, float]:
-    """Start ``cmd``; from its group's first commit to zero lag on ``topic``: records/s, peak RSS (VmHWM, MiB), CPU µs per record."""
-    total = end_offset_sum(bootstrap, topic)
-    p = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                         env={**os.environ, "KAFKA_BOOTSTRAP_SERVERS": bootstrap, "PYTHONPATH": str(ROOT)})
-    try:
-        deadline = time.monotonic() + timeout_s
-        while (lag := _lag(bootstrap, group, topic, total)) >= total:
-            if time.monotonic() > deadline or p.poll() is not None:
-                raise RuntimeError(f"{cmd[:4]} did not start consuming")
-            time.sleep(0.05)
-        t0, c0, start_lag, hwm = time.perf_counter(), _cpu_s(p.pid), lag, 0.0
-        while _lag(bootstrap, group, topic, total) > 0:
-            if time.monotonic() > deadline or p.poll() is not None:
-                raise RuntimeError(f"{cmd[:4]} did not catch up")
-            status = Path(f"/proc/{p.pid}/status").read_text()
-            hwm = max(hwm, next(int(line.split()[1]) for line in status.splitlines() if line.startswith("VmHWM")) / 1024)
-            time.sleep(0.1)
-        dt, cpu = time.perf_counter() - t0, _cpu_s(p.pid) - c0
-    finally:
-        stop(p)
-    return {"records": start_lag, "rate": start_lag / dt, "rss": hwm, "cpu_us": cpu / start_lag * 1e6}
-
-
 def _fresh(bootstrap: str, prefix: str, partitions: int, stubs: bool) -> Topics:
     t = Topics(unique_namespace(prefix))
     ensure_topics(bootstrap, t.stub_specs(partitions) if stubs else t.specs(partitions))
@@ -225,10 +193,10 @@ def bench_kb(bootstrap: str, path: Path, runs: int, partitions: int, d: Path, fi
         t, raw = _fresh(bootstrap, "kbb", partitions, False), _fresh(bootstrap, "kbb-raw", partitions, False)
         figs.setdefault("kb-produce", []).append(run_stage("produce", bootstrap, t.namespace, str(path)))
         figs.setdefault("kb-raw-produce", []).append(run_stage("raw-produce", bootstrap, raw.namespace, str(path)))
-        figs.setdefault("kb-worker", []).append(to_zero_lag(
+        figs.setdefault("kb-worker", []).append(consume_to_zero_lag(
             bootstrap, [py, "-m", "hivestream", "worker", "--namespace", t.namespace, "--data-dir", str(d / f"kb-w{i}")],
             f"{t.namespace}-dedup", t.hook_events))
-        figs.setdefault("kb-noop", []).append(to_zero_lag(
+        figs.setdefault("kb-noop", []).append(consume_to_zero_lag(
             bootstrap, [py, str(ROOT / "bench" / "faust_noop.py"), t.namespace, f"noop-{t.namespace}"], f"noop-{t.namespace}", t.hook_events))
         figs.setdefault("kb-project", []).append(run_stage("kb-project", bootstrap, t.namespace))
         figs.setdefault("kb-raw-consume", []).append(run_stage("raw-consume", bootstrap, t.experience_events))
@@ -242,10 +210,10 @@ def bench_stubs(bootstrap: str, path: Path, runs: int, partitions: int, d: Path,
         t, raw = _fresh(bootstrap, "stb", partitions, True), _fresh(bootstrap, "stb-raw", partitions, True)
         figs.setdefault("stub-produce", []).append(run_stage("stub-produce", bootstrap, t.namespace, str(path), n))
         figs.setdefault("stub-raw-produce", []).append(run_stage("stub-raw-produce", bootstrap, raw.namespace, str(path), n))
-        figs.setdefault("stub-worker", []).append(to_zero_lag(
+        figs.setdefault("stub-worker", []).append(consume_to_zero_lag(
             bootstrap, [py, "-m", "hivestream", "stubs", "worker", "--namespace", t.namespace, "--data-dir", str(d / f"stub-w{i}")],
             f"{t.namespace}-stubs", t.stub_events))
-        figs.setdefault("stub-noop", []).append(to_zero_lag(
+        figs.setdefault("stub-noop", []).append(consume_to_zero_lag(
             bootstrap, [py, __file__, "--noop", t.stub_events, f"noop-{t.namespace}", n], f"noop-{t.namespace}", t.stub_events))
         figs.setdefault("stub-project", []).append(run_stage("stub-project", bootstrap, t.namespace))
         figs.setdefault("stub-raw-consume", []).append(run_stage("raw-consume", bootstrap, t.stub_matches))

@@ -274,6 +274,7 @@ def produce(
     bootstrap: BootstrapOpt = None,
     namespace: NamespaceOpt = None,
     partitions: PartitionsOpt = None,
+    jobs: Annotated[int, typer.Option("--jobs", min=0, help="import processes beside the sender (same records, same order); 0: import in this process")] = 0,
 ) -> None:
     """Import files onto the hook-events topic (idempotent producer, batching, progress in events/s)."""
     import time as _time
@@ -298,7 +299,7 @@ def produce(
             prog.update(task, description=f"produced {n} events ({rate:,.0f} events/s)")
 
         rep = produce_files(paths, s.kafka_bootstrap_servers, t, gateway=gateway, now_ms=wall_clock_ms, on_event=tick,
-                            privacy_mode=KbSettings().privacy_mode)
+                            privacy_mode=KbSettings().privacy_mode, jobs=jobs)
     dt = _time.monotonic() - t0
     dl = ", ".join(f"{k} {v}" for k, v in rep.dead_letters.most_common()) or "none"
     out.print(f"produced {rep.events} events from {len(paths)} files to {t.hook_events} in {dt:.1f} s "

@@ -10,8 +10,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import orjson
 from pydantic import ValidationError
 
+from streams import fastpath
 from streams.adapters import adapt
 from streams.adapters.openclaw_plugin import KB_EVENT_TYPES
 from streams.deadletter import Reason, RejectedInput
@@ -35,12 +37,42 @@ def sanitize_surrogates(value: Any) -> Any:
     return value
 
 
+# bytes.translate table: every ASCII digit to "0", every other byte to "x"
+_DIGITS_TO_ZERO = bytes(48 if 48 <= b <= 57 else 120 for b in range(256))
+_LONG_NUMBER = b"0" * 19
+
+
+def _orjson_object(raw: bytes) -> dict[str, Any] | None:
+    """``raw`` parsed by orjson when that is certain to equal the standard-library result, else None.
+
+    orjson rejects what ``json.loads`` rejects, but it also rejects lone surrogate escapes, NaN,
+    Infinity and numbers out of double range (which ``json`` accepts: those lines go the slow way),
+    and it reads an integer beyond 64 bits as a float where ``json`` keeps an ``int``: a line with
+    19 or more digits in a row goes the slow way too (a false positive only costs time).
+    """
+    if type(raw) is not bytes or _LONG_NUMBER in raw.translate(_DIGITS_TO_ZERO):
+        return None  # (a bytearray or memoryview takes the standard path as before)
+    try:
+        obj = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return None
+    return obj if type(obj) is dict else None
+
+
 def parse_json_object(raw: bytes) -> dict[str, Any]:
     """Decode ``raw`` as strict UTF-8 JSON holding one object.
+
+    The fast path (:mod:`streams.fastpath`) parses with orjson and falls back to ``json.loads``
+    for anything orjson would read differently or reject, so the result and the rejection reason
+    and text are the standard library's.
 
     Raises:
         RejectedInput: ``not_utf8``, ``malformed_json`` or ``wrong_shape`` (not an object).
     """
+    if fastpath.ENABLED:
+        fast = _orjson_object(raw)
+        if fast is not None:
+            return fast
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:

@@ -12,13 +12,16 @@ import re
 from functools import lru_cache
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+import orjson
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from streams import fastpath
 from streams.prefix import DEFAULT_SCOPE, Provenance, build_prefix, parse_prefix
 
 SCHEMA_VERSION = 1
 
 _UNSAFE_TOKEN = re.compile(r"[\s\]]")  # what a prefix token may not hold (str.isspace set, and "]")
+_TOKEN_FIELDS = ("source", "session", "parent", "project", "event_type")
 
 # Normalised event types. Native names (``UserPromptSubmit``, ``message:received``, …) are kept
 # in ``native_event``; the normalised one goes into the ``event:`` prefix token, so the gateway's
@@ -50,12 +53,32 @@ def stable_id(*parts: object) -> str:
     Used so that importing or adapting the same input twice yields the same event ids, which
     makes every downstream step idempotent.
     """
-    raw = _ID_ENCODER.encode(parts)
+    raw = _id_json(parts) if fastpath.ENABLED else None
+    if raw is None:
+        raw = _ID_ENCODER.encode(parts)
     return hashlib.sha256(raw.encode("ascii")).hexdigest()[:32]
 
 
 # json.dumps(parts, sort_keys=True, default=str, ensure_ascii=True) with one encoder made once
 _ID_ENCODER = json.JSONEncoder(sort_keys=True, default=str, ensure_ascii=True)
+_ASCII_STR: Any = json.encoder.encode_basestring_ascii  # the C escaper the encoder above uses
+
+
+def _id_json(parts: tuple[object, ...]) -> str | None:
+    """``_ID_ENCODER.encode(parts)`` for the usual parts (str, int, None), without building an encoder
+    per call; ``None`` (use the encoder) when a part is of any other type (bool, float, dict, …)."""
+    out: list[str] = []
+    for p in parts:
+        t = type(p)
+        if t is str:
+            out.append(_ASCII_STR(p))
+        elif p is None:
+            out.append("null")
+        elif t is int:
+            out.append(int.__repr__(p))  # type: ignore[arg-type]
+        else:
+            return None
+    return "[" + ", ".join(out) + "]"
 
 
 class HookEvent(BaseModel):
@@ -100,13 +123,18 @@ class HookEvent(BaseModel):
     gateway: str | None = Field(default=None, max_length=200)
     received_at_ms: int | None = Field(default=None, ge=0, le=253402300799999)
 
-    @field_validator("source", "session", "parent", "project", "event_type")
-    @classmethod
-    def _no_spaces(cls, v: str | None) -> str | None:
-        """Prefix tokens may hold neither whitespace nor ``]``; they are replaced by ``_``."""
-        if v is None or not _UNSAFE_TOKEN.search(v):
-            return v
-        return _UNSAFE_TOKEN.sub("_", v)
+    @model_validator(mode="after")
+    def _no_spaces(self) -> HookEvent:
+        """Prefix tokens (``source``, ``session``, ``parent``, ``project``, ``event_type``) may hold
+        neither whitespace nor ``]``; each is replaced by ``_``. One check over the five tokens
+        (a NUL joins them: it is neither) instead of one validator call per field."""
+        d = self.__dict__
+        if _UNSAFE_TOKEN.search(f"{d['source']}\0{d['session']}\0{d['parent'] or ''}\0{d['project'] or ''}\0{d['event_type']}"):
+            for name in _TOKEN_FIELDS:
+                v = d[name]
+                if v is not None:
+                    d[name] = _UNSAFE_TOKEN.sub("_", v)
+        return self
 
     def provenance(self) -> Provenance:
         """The ``[hm …]`` tokens of this event."""
@@ -124,6 +152,8 @@ class HookEvent(BaseModel):
             return self.content
         if self.body is None:
             return None
+        if fastpath.ENABLED:
+            return _event_prefix(self.source, self.session or DEFAULT_SCOPE, self.parent, self.event_type, self.project) + self.body
         return build_prefix(self.provenance()) + self.body
 
     @property
@@ -139,8 +169,38 @@ class HookEvent(BaseModel):
         return self.body is not None and self.event_type in CAPTURE_TYPES
 
     def to_json(self) -> bytes:
-        """Serialise to UTF-8 JSON bytes (the ``hook-events`` topic value format)."""
+        """Serialise to UTF-8 JSON bytes (the ``hook-events`` topic value format).
+
+        The fields that are not ``None``, in field order, as pydantic's
+        ``model_dump_json(exclude_none=True)`` writes them. The fast path (:mod:`streams.fastpath`)
+        writes them with orjson, which gives the same bytes for JSON-shaped values (str, int within
+        64 bits, float, bool, None, list, dict with str keys); any other value (a datetime, an enum,
+        a str subclass, a larger int, a lone surrogate) makes orjson refuse and pydantic writes it.
+        """
+        if fastpath.ENABLED:
+            try:
+                return orjson.dumps({k: v for k, v in self.__dict__.items() if v is not None}, default=_refuse, option=_PASSTHROUGH)
+            except TypeError:
+                pass
         return self.model_dump_json(exclude_none=True).encode("utf-8")
+
+
+@lru_cache(maxsize=16_384)
+def _event_prefix(source: str, session: str, parent: str | None, event: str, project: str | None) -> str:
+    """:func:`streams.prefix.build_prefix` of these tokens, memoised (a session's events share them).
+
+    Raises:
+        ValueError: as :func:`~streams.prefix.build_prefix` (never cached).
+    """
+    return build_prefix(Provenance(source=source, session=session, parent=parent, event=event, project=project))
+
+
+_PASSTHROUGH = orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_SUBCLASS
+
+
+def _refuse(value: object) -> Any:
+    """orjson's ``default``: refuse every value it does not write natively (pydantic writes it)."""
+    raise TypeError(f"{type(value).__name__} is left to pydantic")
 
 
 def from_prefixed(

@@ -22,14 +22,14 @@ the worker as before.
 
 from __future__ import annotations
 
-from streams.body_hash import KeyStrategy
 from streams.deadletter import RejectedInput
 from streams.events import HookEvent
 from streams.experiences.settings import KbSettings
-from streams.frames.capture import DEFAULT_MAX_BODY_BYTES, to_capture
+from streams.frames.capture import DEFAULT_MAX_BODY_BYTES, capture_body_hash
 
 KEY_GROUPS = 256
 _GROUP_PREFIX = "kg:"
+_GROUP_KEYS = tuple(f"{_GROUP_PREFIX}{g}".encode() for g in range(KEY_GROUPS))
 
 
 def key_group(body_hash: str) -> int:
@@ -47,6 +47,8 @@ def key_group(body_hash: str) -> int:
 
 def group_record_key(group: int) -> bytes:
     """The ``hook-events`` record key of key group ``group`` (``b"kg:17"``)."""
+    if 0 <= group < KEY_GROUPS:
+        return _GROUP_KEYS[group]
     return f"{_GROUP_PREFIX}{group}".encode()
 
 
@@ -68,11 +70,11 @@ def hook_event_key(ev: HookEvent, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTE
         The key bytes; pass them to the producer and let its default partitioner pick the partition.
     """
     try:
-        cap = to_capture(ev, strategy=KeyStrategy.BODY, max_body_bytes=max_body_bytes)
+        h = capture_body_hash(ev, max_body_bytes=max_body_bytes)
     except RejectedInput:
-        cap = None
-    if cap is not None:
-        return group_record_key(key_group(cap.body_hash))
+        h = None
+    if h is not None:
+        return _GROUP_KEYS[int(h[:8], 16) % KEY_GROUPS]
     kb = experience_dedup_key(ev, kb_settings)
     if kb is not None:
         return group_record_key(key_group(kb))

@@ -22,7 +22,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from streams.deadletter import DeadLetter, Reason, RejectedInput
 from streams.events import HookEvent
@@ -32,7 +32,11 @@ from streams.importers.files import import_file
 from streams.keying import hook_event_key
 from streams.topics import Topics, partition_for
 
+if TYPE_CHECKING:
+    from streams.import_pool import ImportPool
+
 MAX_EVENT_BYTES = 900_000  # under Kafka's default 1 MiB message.max.bytes
+_PARTITION_CACHE = 65_536  # (topic, key) → partition entries kept by send_records
 
 
 @dataclass
@@ -80,6 +84,31 @@ Record = tuple[str, bytes, bytes]
 """(topic, key, value) of one record to produce."""
 
 
+@dataclass(frozen=True, slots=True)
+class ItemRejected:
+    """An import item that becomes a dead letter: why, and the event id when an event was built."""
+
+    err: RejectedInput
+    event_id: str = ""
+
+
+def encode_item(item: HookEvent | RejectedInput, privacy_mode: RedactionMode) -> tuple[bytes, bytes] | ItemRejected:
+    """The ``hook-events`` record (key, value) of one import item, or why it is dead-lettered.
+
+    A KnowHub-relevant event is scrubbed first (:func:`streams.experiences.scrub.scrub_kb_event`);
+    an event whose value exceeds :data:`MAX_EVENT_BYTES` even without ``raw`` is rejected
+    (``body_too_large``, with its event id); a :class:`RejectedInput` from the importer stays one.
+    """
+    if isinstance(item, RejectedInput):
+        return ItemRejected(item)
+    ev = scrub_kb_event(item, privacy_mode)
+    value = event_value(ev)
+    if len(value) > MAX_EVENT_BYTES:
+        err = RejectedInput(Reason.BODY_TOO_LARGE, f"event is {len(value)} bytes, over the {MAX_EVENT_BYTES}-byte record limit")
+        return ItemRejected(err, item.event_id)
+    return hook_event_key(ev), value
+
+
 def hook_records(
     paths: Iterable[Path],
     topics: Topics,
@@ -88,6 +117,7 @@ def hook_records(
     gateway: bool = False,
     now_ms: Callable[[], int],
     privacy_mode: RedactionMode = RedactionMode.STRICT,
+    pool: ImportPool | None = None,
 ) -> Iterator[Record]:
     """The records ``produce`` sends for ``paths``, in file order (pure but for reading the files).
 
@@ -98,30 +128,47 @@ def hook_records(
         gateway: also emit the OpenClaw gateway's double capture.
         now_ms: clock stamping dead letters.
         privacy_mode: how KnowHub-relevant payloads are prepared (strict: redacted).
+        pool: import in these worker processes (:class:`streams.import_pool.ImportPool`); the
+            records and their order are the same as without.
 
     Raises:
         OSError: when a file cannot be read.
     """
+    if pool is not None:
+        yield from _pooled_records(list(paths), topics, report, gateway, now_ms, privacy_mode, pool)
+        return
     for path in paths:
         fmt, items = import_file(path, gateway=gateway)
         report.formats[str(path)] = fmt
         origin = f"file:{path.resolve()}"
         for off, raw, item in items:
-            if isinstance(item, RejectedInput):
-                dl = DeadLetter.of(item, raw, origin, 0, off, now_ms())
-                report.dead_letters[str(item.reason)] += 1
-                yield topics.dead_letter, f"{origin}:0:{off}".encode(), dl.model_dump_json().encode()
+            rec = encode_item(item, privacy_mode)
+            if isinstance(rec, tuple):
+                report.events += 1
+                yield topics.hook_events, rec[0], rec[1]
                 continue
-            ev = scrub_kb_event(item, privacy_mode)
-            value = event_value(ev)
-            if len(value) > MAX_EVENT_BYTES:
-                err = RejectedInput(Reason.BODY_TOO_LARGE, f"event is {len(value)} bytes, over the {MAX_EVENT_BYTES}-byte record limit")
-                dl = DeadLetter.of(err, raw, origin, 0, off, now_ms(), event_id=item.event_id)
-                report.dead_letters[str(err.reason)] += 1
-                yield topics.dead_letter, f"{origin}:0:{off}".encode(), dl.model_dump_json().encode()
-                continue
+            dl = DeadLetter.of(rec.err, raw, origin, 0, off, now_ms(), event_id=rec.event_id)
+            report.dead_letters[str(rec.err.reason)] += 1
+            yield topics.dead_letter, f"{origin}:0:{off}".encode(), dl.model_dump_json().encode()
+
+
+def _pooled_records(paths: list[Path], topics: Topics, report: ProduceReport, gateway: bool, now_ms: Callable[[], int],
+                    privacy_mode: RedactionMode, pool: ImportPool) -> Iterator[Record]:
+    """:func:`hook_records` with the import done by ``pool``'s processes."""
+    from streams.import_pool import as_rejection
+
+    origins: dict[Path, str] = {}
+    hook_events = topics.hook_events
+    for path, o in pool.outcomes(paths, gateway, privacy_mode, report.formats):
+        if o[0] == "r":
             report.events += 1
-            yield topics.hook_events, hook_event_key(ev), value
+            yield hook_events, o[1], o[2]
+            continue
+        origin = origins.get(path) or origins.setdefault(path, f"file:{path.resolve()}")
+        _tag, off, raw, reason, detail, event_id = o
+        dl = DeadLetter.of(as_rejection(reason, detail), raw, origin, 0, off, now_ms(), event_id=event_id)
+        report.dead_letters[reason] += 1
+        yield topics.dead_letter, f"{origin}:0:{off}".encode(), dl.model_dump_json().encode()
 
 
 async def send_records(
@@ -158,13 +205,18 @@ async def send_records(
     await producer.start()
     try:
         parts: dict[str, int] = {}
+        part_of: dict[tuple[str, bytes], tuple[str, int]] = {}  # murmur2 in Python costs µs: keys repeat (256 key groups)
         batches: dict[tuple[str, int], Any] = {}
         pending: list[asyncio.Future[Any]] = []
         n = 0
         for topic, key, value in records:
             if topic not in parts:
                 parts[topic] = len(await producer.partitions_for(topic))
-            tp = (topic, partition_for(key, parts[topic]))
+            tp = part_of.get((topic, key))
+            if tp is None:
+                if len(part_of) >= _PARTITION_CACHE:
+                    part_of.clear()
+                tp = part_of[(topic, key)] = (topic, partition_for(key, parts[topic]))
             batch = batches.get(tp)
             if batch is None:
                 batch = batches[tp] = producer.create_batch()
@@ -202,6 +254,7 @@ def produce_files(
     now_ms: Callable[[], int],
     on_event: Callable[[int], None] | None = None,
     privacy_mode: RedactionMode = RedactionMode.STRICT,
+    jobs: int = 0,
 ) -> ProduceReport:
     """Import ``paths`` and send every event to ``topics.hook_events`` (dead letters to ``topics.dead_letter``).
 
@@ -213,11 +266,21 @@ def produce_files(
         now_ms: clock stamping dead letters.
         on_event: called with the count of records sent so far (progress).
         privacy_mode: how KnowHub-relevant payloads are prepared (strict: redacted).
+        jobs: import processes beside the sender (:class:`streams.import_pool.ImportPool`; same
+            records, same order); 0 imports in this process.
 
     Raises:
         OSError: when a file cannot be read; aiokafka's errors on a send failure.
+        ValueError: when ``jobs`` < 0.
     """
     report = ProduceReport()
-    records = hook_records(paths, topics, report, gateway=gateway, now_ms=now_ms, privacy_mode=privacy_mode)
-    asyncio.run(send_records(records, bootstrap, on_sent=on_event))
+    if jobs == 0:
+        records = hook_records(paths, topics, report, gateway=gateway, now_ms=now_ms, privacy_mode=privacy_mode)
+        asyncio.run(send_records(records, bootstrap, on_sent=on_event))
+        return report
+    from streams.import_pool import ImportPool
+
+    with ImportPool(jobs) as pool:
+        records = hook_records(paths, topics, report, gateway=gateway, now_ms=now_ms, privacy_mode=privacy_mode, pool=pool)
+        asyncio.run(send_records(records, bootstrap, on_sent=on_event))
     return report

@@ -25,11 +25,13 @@ _BODY_FIELD = {
 _TYPE = {"UserPromptSubmit": PROMPT, "Stop": STOP, "SubagentStop": SUBAGENT_STOP}
 
 
-def adapt_backend_hook(payload: dict[str, Any], event_time_ms: int, source: str) -> HookEvent:
+def adapt_backend_hook(payload: dict[str, Any], event_time_ms: int, source: str, *, raw: dict[str, Any] | None = None) -> HookEvent:
     """Adapt a Claude-Code-style hook payload (Codex hooks share the layout) for ``source``.
 
     Session scope is ``session_id``; subagent events (with ``agent_id``) get the scope
-    ``<session_id>:<agent_id>`` and ``parent`` = ``session_id``.
+    ``<session_id>:<agent_id>`` and ``parent`` = ``session_id``. The event keeps ``raw`` as its
+    ``raw`` payload, ``payload`` itself when ``raw`` is None (the importers pass the payload
+    without its text).
 
     Raises:
         RejectedInput: ``missing_field`` / ``wrong_shape`` for a missing event name or
@@ -60,14 +62,14 @@ def adapt_backend_hook(payload: dict[str, Any], event_time_ms: int, source: str)
         project=project,
         event_time_ms=event_time_ms,
         body=body,
-        raw=payload,
+        raw=payload if raw is None else raw,
     )
 
 
-def adapt_claude_code(payload: dict[str, Any], event_time_ms: int) -> HookEvent:
+def adapt_claude_code(payload: dict[str, Any], event_time_ms: int, *, raw: dict[str, Any] | None = None) -> HookEvent:
     """Adapt a Claude Code hook payload; see :func:`adapt_backend_hook`.
 
     Raises:
         RejectedInput: as :func:`adapt_backend_hook`.
     """
-    return adapt_backend_hook(payload, event_time_ms, "claude-code")
+    return adapt_backend_hook(payload, event_time_ms, "claude-code", raw=raw)

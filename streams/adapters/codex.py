@@ -16,13 +16,14 @@ from streams.adapters.common import opt_str, req_str
 from streams.events import STOP, HookEvent, stable_id
 
 
-def adapt_codex_hook(payload: dict[str, Any], event_time_ms: int) -> HookEvent:
-    """Adapt a Codex hook stdin payload (UserPromptSubmit, Stop, PreToolUse, …).
+def adapt_codex_hook(payload: dict[str, Any], event_time_ms: int, *, raw: dict[str, Any] | None = None) -> HookEvent:
+    """Adapt a Codex hook stdin payload (UserPromptSubmit, Stop, PreToolUse, …); ``raw`` as in
+    :func:`~streams.adapters.claude_code.adapt_backend_hook`.
 
     Raises:
         RejectedInput: missing ``hook_event_name`` / ``session_id`` or a non-string body.
     """
-    return adapt_backend_hook(payload, event_time_ms, "codex")
+    return adapt_backend_hook(payload, event_time_ms, "codex", raw=raw)
 
 
 def adapt_codex_notify(payload: dict[str, Any], event_time_ms: int) -> HookEvent:

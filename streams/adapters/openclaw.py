@@ -19,8 +19,9 @@ from streams.events import PROMPT, STOP, HookEvent, stable_id
 _TYPES = {"received": PROMPT, "sent": STOP}
 
 
-def adapt_openclaw(payload: dict[str, Any], event_time_ms: int) -> HookEvent:
-    """Adapt an OpenClaw ``message:received`` / ``message:sent`` event.
+def adapt_openclaw(payload: dict[str, Any], event_time_ms: int, *, raw: dict[str, Any] | None = None) -> HookEvent:
+    """Adapt an OpenClaw ``message:received`` / ``message:sent`` event; the event keeps ``raw``
+    as its ``raw`` payload (``payload`` itself when None).
 
     Raises:
         RejectedInput: ``wrong_shape`` when ``context`` is not an object or the action is not
@@ -53,5 +54,5 @@ def adapt_openclaw(payload: dict[str, Any], event_time_ms: int) -> HookEvent:
         session=f"openclaw-gateway:{sid}",
         event_time_ms=event_time_ms,
         body=content,
-        raw=payload,
+        raw=payload if raw is None else raw,
     )

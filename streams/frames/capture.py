@@ -6,10 +6,11 @@ import hashlib
 import json
 from dataclasses import dataclass
 
+from streams import fastpath
 from streams.body_hash import KeyStrategy, dedup_key, stripped_body
 from streams.deadletter import Reason, RejectedInput
 from streams.events import HookEvent
-from streams.jsstring import js_utf8
+from streams.jsstring import js_trim, js_utf8, to_js_utf16
 
 DEFAULT_MAX_BODY_BYTES = 524_288  # 512 KiB of UTF-8 after stripping the prefix
 MAX_RECORD_BYTES = 900_000  # a capture's JSON must fit Kafka's default 1 MiB message.max.bytes
@@ -46,6 +47,49 @@ class Capture:
     offset: int
 
 
+def capture_body_hash(ev: HookEvent, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> str | None:
+    """The body hash of ``ev``'s capture (:func:`streams.body_hash.body_hash` of its frame content),
+    or ``None`` when ``ev`` carries no turn text; the checks and errors of :func:`to_capture`.
+
+    For an event with a ``body`` (no verbatim ``content``) the frame content is the prefix built
+    from the event's tokens plus the body, and those tokens hold neither whitespace nor ``]``, so
+    ``stripHmPrefix`` removes exactly the prefix and the body's leading JavaScript whitespace: on
+    the fast path (:mod:`streams.fastpath`) the body is trimmed and hashed without building the
+    prefix (an ASCII body needs no surrogate check either). Prefixed ``content`` always takes the
+    general path.
+
+    Args:
+        ev: a validated hook event.
+        max_body_bytes: the largest stripped body accepted, in UTF-8 bytes.
+
+    Returns:
+        64 hex chars (SHA-256), or ``None``.
+
+    Raises:
+        RejectedInput: ``empty_body`` / ``body_too_large`` as :func:`to_capture`.
+    """
+    if not ev.is_capture:
+        return None
+    body = ev.body
+    if fastpath.ENABLED and ev.content is None and body is not None:
+        stripped = js_trim(body if body.isascii() else to_js_utf16(body))
+        encoded = stripped.encode("utf-8")  # to_js_utf16 left no surrogate to replace
+    else:
+        content = ev.frame_content()
+        assert content is not None  # is_capture guarantees it
+        stripped = stripped_body(content)
+        encoded = js_utf8(stripped)
+    if not stripped:
+        raise RejectedInput(Reason.EMPTY_BODY, f"{ev.native_event or ev.event_type} event {ev.event_id} has an empty body after the [hm] prefix")
+    if len(encoded) > max_body_bytes:
+        raise RejectedInput(Reason.BODY_TOO_LARGE, f"body is {len(encoded)} bytes, over the {max_body_bytes}-byte limit")
+    if len(encoded) > _CHECK_JSON_ABOVE:
+        as_json = len(json.dumps(ev.frame_content(), ensure_ascii=False).encode())
+        if as_json > MAX_RECORD_BYTES:
+            raise RejectedInput(Reason.BODY_TOO_LARGE, f"content is {as_json} bytes as JSON, over the {MAX_RECORD_BYTES}-byte record limit")
+    return hashlib.sha256(encoded).hexdigest()
+
+
 def to_capture(
     ev: HookEvent,
     *,
@@ -67,21 +111,11 @@ def to_capture(
             whitespace; ``body_too_large`` above ``max_body_bytes``, or when the content as JSON
             would not fit one Kafka record (:data:`MAX_RECORD_BYTES`).
     """
-    if not ev.is_capture:
+    h = capture_body_hash(ev, max_body_bytes=max_body_bytes)
+    if h is None:
         return None
     content = ev.frame_content()
-    assert content is not None  # is_capture guarantees it
-    body = stripped_body(content)
-    if not body:
-        raise RejectedInput(Reason.EMPTY_BODY, f"{ev.native_event or ev.event_type} event {ev.event_id} has an empty body after the [hm] prefix")
-    encoded = js_utf8(body)
-    if len(encoded) > max_body_bytes:
-        raise RejectedInput(Reason.BODY_TOO_LARGE, f"body is {len(encoded)} bytes, over the {max_body_bytes}-byte limit")
-    if len(encoded) > _CHECK_JSON_ABOVE:
-        as_json = len(json.dumps(content, ensure_ascii=False).encode())
-        if as_json > MAX_RECORD_BYTES:
-            raise RejectedInput(Reason.BODY_TOO_LARGE, f"content is {as_json} bytes as JSON, over the {MAX_RECORD_BYTES}-byte record limit")
-    h = hashlib.sha256(encoded).hexdigest()
+    assert content is not None  # a capture has content
     return Capture(
         event_id=ev.event_id,
         key=dedup_key(h, ev.event_type, strategy),

@@ -278,9 +278,8 @@ class _Transcript:
             payload["agent_id"] = self.agent
         payload.update(fields)
         payload = {k: v for k, v in payload.items() if v is not None}
-        event = adapt_claude_code(payload, time_ms)
         raw = {k: v for k, v in payload.items() if k not in _TEXT_FIELDS}
-        return offset, line, event.model_copy(update={"raw": raw})
+        return offset, line, adapt_claude_code(payload, time_ms, raw=raw)
 
 
 def _time(entry: dict[str, Any]) -> int:

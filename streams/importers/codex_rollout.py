@@ -152,9 +152,8 @@ class _Rollout:
         }
         payload.update(fields)
         payload = {k: v for k, v in payload.items() if v is not None}
-        event = adapt_codex_hook(payload, time_ms)
         raw = {k: v for k, v in payload.items() if k not in _TEXT_FIELDS}
-        return offset, line, event.model_copy(update={"raw": raw})
+        return offset, line, adapt_codex_hook(payload, time_ms, raw=raw)
 
 
 def _str(value: object) -> str | None:

@@ -77,8 +77,7 @@ def gateway_event(backend: HookEvent, action: str, event_time_ms: int) -> HookEv
         "messageId": f"gw-{action}-{backend.event_id}",
     }
     payload = {"type": "message", "action": action, "context": {**context, "content": backend.body}}
-    event = adapt_openclaw(payload, max(0, event_time_ms))
-    return event.model_copy(update={"raw": {"type": "message", "action": action, "context": context}})
+    return adapt_openclaw(payload, max(0, event_time_ms), raw={"type": "message", "action": action, "context": context})
 
 
 def _action(item: HookEvent | RejectedInput) -> str | None:

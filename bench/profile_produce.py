@@ -1,0 +1,145 @@
+"""CPU cost of each step of ``hivestream produce``, in µs per event, on the generated backlog (no broker).
+
+Each step is timed with ``time.process_time`` over the previous step's outputs (the first
+``--lines`` lines, garbage collector paused, fastest of 5 passes), so a figure is that step alone:
+
+* ``read``: the file's lines (:func:`streams.importers.files.read_lines`);
+* ``parse``: a line to a JSON object (:func:`streams.decode.parse_json_object`);
+* ``adapt``: the object to a :class:`~streams.events.HookEvent` (:func:`streams.adapters.adapt`);
+* ``scrub``: :func:`streams.experiences.scrub.scrub_kb_event` (strict mode);
+* ``serialise``: the record value (:func:`streams.producer.event_value`);
+* ``key``: the record key (:func:`streams.keying.hook_event_key`);
+* ``partition + append``: the partition for the key and the append to an aiokafka record batch
+  (what :func:`streams.producer.send_records` does per record, without the network);
+* ``hook_records``: the whole import path as ``produce`` runs it (the sum of the above, measured
+  in one pass), the anchor the steps are compared with.
+
+Usage: ``python bench/profile_produce.py [--turns 50000] [--file backlog.jsonl] [--lines 20000]``;
+``HIVESTREAM_FAST_IMPORT=0`` times the model path. The figures are
+CPU time of this process only, so they are much less noisy than wall-clock rates on a shared machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.backlog import BacklogSpec, write_backlog  # noqa: E402
+from streams.adapters import adapt  # noqa: E402
+from streams.clock import wall_clock_ms  # noqa: E402
+from streams.deadletter import RejectedInput  # noqa: E402
+from streams.decode import parse_json_object  # noqa: E402
+from streams.events import HookEvent  # noqa: E402
+from streams.experiences.redact import RedactionMode  # noqa: E402
+from streams.experiences.scrub import scrub_kb_event  # noqa: E402
+from streams.importers.files import read_lines  # noqa: E402
+from streams.keying import hook_event_key  # noqa: E402
+from streams.producer import ProduceReport, event_value, hook_records  # noqa: E402
+from streams.topics import Topics, partition_for  # noqa: E402
+
+
+def timed(fn: Callable[[], Any]) -> tuple[Any, float]:
+    """``fn()`` and the CPU seconds it took (``time.process_time``)."""
+    t0 = time.process_time()
+    out = fn()
+    return out, time.process_time() - t0
+
+
+def _try(fn: Callable[[Any], Any], x: Any) -> Any:
+    try:
+        return fn(x)
+    except RejectedInput as e:
+        return e
+
+
+def steps(path: Path, limit: int = 20_000, passes: int = 5) -> list[tuple[str, float, int]]:
+    """(step, CPU seconds per pass, items) for each step, on the first ``limit`` lines of ``path``.
+
+    Each step runs over the previous step's outputs (kept in lists), with the garbage collector
+    paused while it is timed; the figure is the fastest of ``passes`` passes. The last row is the
+    whole path as ``produce`` runs it (streaming, collector on), fastest of ``passes`` too.
+    """
+    import gc
+    import itertools
+
+    from aiokafka.producer.message_accumulator import BatchBuilder
+
+    lines = [ln for ln in itertools.islice(read_lines(path), limit) if ln.strip()]
+    objs = [o for o in (_try(parse_json_object, ln) for ln in lines) if isinstance(o, dict)]
+    evs = [e for e in (_try(adapt, o) for o in objs) if isinstance(e, HookEvent)]
+    scrubbed = [scrub_kb_event(e, RedactionMode.STRICT) for e in evs]
+    values = [event_value(e) for e in scrubbed]
+    keys = [hook_event_key(e) for e in scrubbed]
+
+    def append() -> None:
+        batches: dict[int, Any] = {}
+        parts: dict[bytes, int] = {}
+        for k, v in zip(keys, values, strict=True):
+            p = parts.get(k)
+            if p is None:
+                p = parts[k] = partition_for(k, 4)
+            b = batches.get(p)
+            if b is None or b.append(key=k, value=v, timestamp=None) is None:
+                b = batches[p] = BatchBuilder(1_048_576, 0, is_transactional=False)
+                b.append(key=k, value=v, timestamp=None)
+
+    table: list[tuple[str, Callable[[], Any], int]] = [
+        ("read (lines of the file)", lambda: [ln for ln in itertools.islice(read_lines(path), limit) if ln.strip()], len(lines)),
+        ("parse (line -> JSON object)", lambda: [_try(parse_json_object, ln) for ln in lines], len(lines)),
+        ("adapt (object -> HookEvent)", lambda: [_try(adapt, o) for o in objs], len(objs)),
+        ("scrub (KnowHub redaction check)", lambda: [scrub_kb_event(e, RedactionMode.STRICT) for e in evs], len(evs)),
+        ("serialise (record value)", lambda: [event_value(e) for e in scrubbed], len(evs)),
+        ("key (body hash -> key group)", lambda: [hook_event_key(e) for e in scrubbed], len(evs)),
+        ("partition + batch append", append, len(evs)),
+    ]
+    out: list[tuple[str, float, int]] = []
+    for name, fn, n in table:
+        gc.disable()
+        try:
+            best = min(timed(fn)[1] for _ in range(passes))
+        finally:
+            gc.enable()
+        out.append((name, best, n))
+    sub = Path(tempfile.mkdtemp()) / "head.jsonl"
+    sub.write_bytes(b"".join(ln + b"\n" for ln in itertools.islice(read_lines(path), limit)))
+    best, n = float("inf"), 0
+    for _ in range(passes):
+        n, dt = timed(lambda: sum(1 for _ in hook_records([sub], Topics("profile"), ProduceReport(), now_ms=wall_clock_ms)))
+        best = min(best, dt)
+    sub.unlink()
+    out.append(("hook_records (what produce runs, without sending)", best, n))
+    return out
+
+
+def main() -> None:
+    """Print CPU µs per event for each step."""
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--turns", type=int, default=50_000)
+    ap.add_argument("--file", type=Path, help="an existing hook-event JSONL file instead of a generated backlog")
+    ap.add_argument("--lines", type=int, default=20_000, help="how many lines of the input to time")
+    a = ap.parse_args()
+    with tempfile.TemporaryDirectory() as d:
+        path = a.file
+        if path is None:
+            path = Path(d) / "backlog.jsonl"
+            write_backlog(path, BacklogSpec(turns=a.turns))
+        rows = steps(path, a.lines)
+    total = 0.0
+    for name, dt, n in rows:
+        us = dt / max(n, 1) * 1e6
+        if not name.startswith("hook_records"):
+            total += us
+        print(f"{name:<52} {us:8.1f} µs/event CPU  ({n:,} events)")
+    print(f"{'sum of the steps (up to the batch append)':<52} {total:8.1f} µs/event CPU  -> {1e6 / total:,.0f} events/s on one core")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,173 @@
+"""Import in several processes for ``hivestream produce --jobs N``, in file order.
+
+The import (decode, adapt, scrub, serialise, key) costs Python time per event; the sender is one
+ordered aiokafka producer. :class:`ImportPool` runs the import in ``N`` forked worker processes
+and hands the parent each task's outcomes in submission order, so the records reach the sender in
+exactly the order the one-process import yields them (a key's records stay in file order):
+
+* a hook-event JSONL file (stateless per line) is cut into byte ranges of about
+  :data:`CHUNK_BYTES` at line ends, one task per range; the parent adds each range's first line
+  number (the running count of the lines before it) to the offsets the task reports;
+* a session file (Claude Code transcript, Codex rollout: turns span lines) is one task.
+
+A task returns its line count and, per item, either ``("r", key, value)`` or
+``("d", offset, original line, reason, detail, event_id)``; the parent builds the dead-letter
+record (its clock stamps it) and counts. At most ``2 × N`` tasks are in flight, so memory stays
+bounded by the window, not by the input. Worker processes are forked when the pool starts (the
+parent then holds no event loop or broker connection yet).
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+from collections import deque
+from collections.abc import Iterator
+from concurrent.futures import Future, ProcessPoolExecutor
+from itertools import pairwise
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from streams.deadletter import RejectedInput
+from streams.experiences.redact import RedactionMode
+from streams.importers.files import detect_format, import_file, import_hook_events, read_lines
+from streams.producer import encode_item
+
+CHUNK_BYTES = 1_048_576
+"""Target size of one hook-event task (about 1,800 lines of the generated backlog)."""
+
+Task = tuple[str, str, int, int, bool, RedactionMode]
+"""(path, format, first byte, end byte or -1 for the whole file, gateway, privacy mode)."""
+Outcome = tuple[Any, ...]
+"""``("r", key, value)`` or ``("d", line offset, original bytes, reason, detail, event_id)``."""
+
+
+def split_lines(data: bytes) -> list[bytes]:
+    """The lines of ``data`` exactly as :func:`streams.importers.files.read_lines` yields them.
+
+    Args:
+        data: whole lines of a file (a range that starts at a line start and ends after a
+            ``\\n`` or at the end of the file).
+    """
+    lines = data.split(b"\n")
+    if lines and not lines[-1]:
+        lines.pop()  # the text after the last "\n" is no line
+    return [ln.rstrip(b"\r\n") for ln in lines]
+
+
+def byte_ranges(path: Path, chunk: int = CHUNK_BYTES) -> list[tuple[int, int]]:
+    """``[start, end)`` byte ranges of ``path`` of about ``chunk`` bytes, each ending at a line end.
+
+    Raises:
+        OSError: when the file cannot be read.
+    """
+    size = path.stat().st_size
+    bounds = [0]
+    with path.open("rb") as f:
+        while bounds[-1] + chunk < size:
+            f.seek(bounds[-1] + chunk)
+            f.readline()  # to the end of the line the cut falls in
+            pos = f.tell()
+            if pos >= size:
+                break
+            bounds.append(pos)
+    bounds.append(size)
+    return list(pairwise(bounds))
+
+
+def run_task(task: Task) -> tuple[int, list[Outcome]]:
+    """Import one task (in a worker process); returns its line count (0 for a whole file) and outcomes.
+
+    Raises:
+        OSError: when the file cannot be read.
+    """
+    path, fmt, start, end, gateway, mode = task
+    if end < 0:
+        items = import_file(Path(path), gateway=gateway, fmt=fmt)[1]
+        n_lines = 0
+    else:
+        with open(path, "rb") as f:
+            f.seek(start)
+            lines = split_lines(f.read(end - start))
+        items = import_hook_events(lines)
+        n_lines = len(lines)
+    out: list[Outcome] = []
+    for off, raw, item in items:
+        rec = encode_item(item, mode)
+        if isinstance(rec, tuple):
+            out.append(("r", *rec))
+        else:
+            err, event_id = rec.err, rec.event_id
+            out.append(("d", off, raw, str(err.reason), err.detail, event_id))
+    return n_lines, out
+
+
+def _ready() -> int:
+    return 0
+
+
+class ImportPool:
+    """``jobs`` import processes; use as a context manager, then :meth:`outcomes` per file.
+
+    Args:
+        jobs: worker processes (at least 1).
+
+    Raises:
+        ValueError: when ``jobs`` < 1.
+    """
+
+    def __init__(self, jobs: int) -> None:
+        if jobs < 1:
+            raise ValueError("jobs must be >= 1")
+        self.jobs = jobs
+        methods = multiprocessing.get_all_start_methods()
+        ctx = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
+        self._ex = ProcessPoolExecutor(max_workers=jobs, mp_context=ctx)
+
+    def __enter__(self) -> ImportPool:
+        for f in [self._ex.submit(_ready) for _ in range(self.jobs)]:
+            f.result()  # every worker is up before the caller opens sockets or an event loop
+        return self
+
+    def __exit__(self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None) -> None:
+        self._ex.shutdown(wait=True, cancel_futures=True)
+
+    def outcomes(self, paths: list[Path], gateway: bool, mode: RedactionMode, formats: dict[str, str]) -> Iterator[tuple[Path, Outcome]]:
+        """Each item outcome of ``paths`` in import order, with its file and absolute line offset.
+
+        Args:
+            paths: the input files, in order.
+            gateway: also emit the OpenClaw gateway's double capture (session files).
+            mode: the privacy mode KnowHub-relevant events are scrubbed with.
+            formats: filled with path → detected format as files are reached.
+
+        Raises:
+            OSError: when a file cannot be read (from the worker that read it).
+        """
+        pending: deque[tuple[int, Path, Future[tuple[int, list[Outcome]]]]] = deque()
+        base: dict[int, int] = {}  # the lines before the next range, per file (by its place in paths)
+
+        def drain(limit: int) -> Iterator[tuple[Path, Outcome]]:
+            while len(pending) > limit:
+                i, path, fut = pending.popleft()
+                n_lines, outs = fut.result()
+                first = base.pop(i, 0)
+                base[i] = first + n_lines
+                for o in outs:
+                    yield path, (o if o[0] == "r" or not first else (o[0], o[1] + first, *o[2:]))
+
+        for i, path in enumerate(paths):
+            fmt = detect_format(read_lines(path))
+            formats[str(path)] = fmt
+            ranges = byte_ranges(path) if fmt == "hook-events" else [(0, -1)]
+            for start, end in ranges:
+                pending.append((i, path, self._ex.submit(run_task, (str(path), fmt, start, end, gateway, mode))))
+                yield from drain(2 * self.jobs)
+        yield from drain(0)
+
+
+def as_rejection(reason: str, detail: str) -> RejectedInput:
+    """The :class:`RejectedInput` a worker reported as ``(reason, detail)``."""
+    from streams.deadletter import Reason
+
+    return RejectedInput(Reason(reason), detail)

@@ -1,0 +1,259 @@
+"""The import fast path (:mod:`streams.fastpath`) against the model path it replaces, record for record.
+
+Every comparison runs the same input twice, once with ``fastpath.ENABLED`` and once without
+(orjson vs ``json``, orjson vs pydantic's serialiser, the prefix-free body hash vs
+``stripHmPrefix`` of the built content, the stable-id shortcut vs the JSON encoder), and requires
+equal results: the same records (topic, key, value bytes, dead letters with their reasons) from
+``produce``'s :func:`streams.producer.hook_records`, the same events and captures from the
+importers (what ``hivestream run`` reads), on the real corpus, the demo samples, KnowHub lines
+and the generated backlog with its bad lines.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from bench.backlog import BacklogSpec, write_backlog
+from streams import decode, fastpath
+from streams.body_hash import body_hash
+from streams.deadletter import RejectedInput
+from streams.decode import parse_json_object
+from streams.events import HookEvent, stable_id
+from streams.experiences.redact import RedactionMode
+from streams.frames.capture import capture_body_hash, to_capture
+from streams.importers.files import import_file
+from streams.keying import hook_event_key
+from streams.producer import ProduceReport, hook_records
+from streams.topics import Topics
+from tests.corpus import claude_files, codex_files
+from tests.kb_fixtures import scenario_lines, write_lines
+from tests.kb_hardening_lines import hardening_lines
+
+SAMPLES = Path(__file__).resolve().parent.parent / "hivestream" / "samples"
+
+
+def both(fn: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
+    """``fn(*args, **kw)`` on the fast path, then on the model path."""
+    saved = fastpath.ENABLED
+    try:
+        fastpath.ENABLED = True
+        fast = fn(*args, **kw)
+        fastpath.ENABLED = False
+        model = fn(*args, **kw)
+    finally:
+        fastpath.ENABLED = saved
+    return fast, model
+
+
+def outcome(fn: Any, *args: Any) -> Any:
+    """``fn(*args)``, or ``(reason, message)`` of the RejectedInput it raises."""
+    try:
+        return fn(*args)
+    except RejectedInput as e:
+        return ("rejected", str(e.reason), str(e))
+
+
+def records(paths: list[Path], gateway: bool, mode: RedactionMode = RedactionMode.STRICT) -> tuple[list[Any], ProduceReport]:
+    report = ProduceReport()
+    recs = list(hook_records(paths, Topics("fast"), report, gateway=gateway, now_ms=lambda: 1_790_000_000_000, privacy_mode=mode))
+    return recs, report
+
+
+def items(path: Path, gateway: bool) -> list[Any]:
+    """What ``hivestream run`` reads: each item, its full field set, and its capture (or rejection)."""
+    out: list[Any] = []
+    for off, raw, item in import_file(path, gateway=gateway)[1]:
+        if isinstance(item, RejectedInput):
+            out.append((off, raw, str(item.reason), str(item)))
+        else:
+            out.append((off, raw, item, item.model_fields_set, item.to_json(), outcome(to_capture, item), hook_event_key(item)))
+    return out
+
+
+def assert_records_equal(paths: list[Path], gateway: bool, mode: RedactionMode = RedactionMode.STRICT) -> int:
+    (fast, fast_rep), (model, model_rep) = both(records, paths, gateway, mode)
+    assert len(fast) == len(model)
+    for i, (a, b) in enumerate(zip(fast, model, strict=True)):
+        assert a == b, f"record {i} differs"
+    assert (fast_rep.events, fast_rep.dead_letters, fast_rep.formats) == (model_rep.events, model_rep.dead_letters, model_rep.formats)
+    return len(fast)
+
+
+@pytest.fixture(scope="module")
+def backlog(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """2,000 turns of the generated backlog (8,000 captures and its bad lines) plus lines it lacks."""
+    path = tmp_path_factory.mktemp("backlog") / "backlog.jsonl"
+    write_backlog(path, BacklogSpec(turns=2_000, bad_every=100))
+    extra = [
+        b'{"hook_event_name": "Stop", "session_id": "big", "last_assistant_message": "n", "ts": 1790000000000, "n": 123456789012345678901}',
+        b'{"hook_event_name": "Stop", "session_id": "neg", "last_assistant_message": "n", "ts": 1790000000000, "n": -9999999999999999999}',
+        b'{"hook_event_name": "Stop", "session_id": "nan", "last_assistant_message": "x", "ts": 1790000000000, "f": NaN}',
+        b'{"hook_event_name": "UserPromptSubmit", "session_id": "lone", "prompt": "a \\ud800 b", "ts": 1790000000000}',
+        b'{"hook_event_name": "UserPromptSubmit", "session_id": "pair", "prompt": "\\ud83d\\ude00 \\u2028 ", "ts": 1790000000000}',
+        b'{"hook_event_name": "UserPromptSubmit", "session_id": "sp ace]d", "prompt": "tokens to rewrite", "ts": 1790000000000}',
+        b'{"hook_event_name": "Stop", "session_id": "ws", "last_assistant_message": "\\ufeff\\u00a0 \\t", "ts": 1790000000000}',
+        b'{"hook_event_name": "Stop", "session_id": "pfx", "last_assistant_message": "[hm src:x] inner", "ts": 1790000000000}',
+        b'{"content": "[hm session:s9 src:openclaw event:stop]   prefixed body", "timestamp": 1790000000000}',
+        b'{"hook_event_name": "Stop", "session_id": "ctl", "last_assistant_message": "\\u0000\\u001f\\u007f\\"\\\\/", "ts": 1.5e12}',
+        b'{"hook_event_name": "Stop", "session_id": "f", "last_assistant_message": "x", "ts": 1790000000000, "f": [1e16, 0.1, -0.0, 5e-324]}',
+        "\ufeff{}".encode(),
+        b'{"hook_event_name": "Stop", "session_id": "bad-utf8", "last_assistant_message": "\xff", "ts": 1790000000000}',
+        b"[1, 2]",
+        b'{"type": "message", "action": "sent", "timestamp": "2026-10-01T00:00:00Z", "context": {"channelId": "c", "content": 5}}',
+        json.dumps({"hook_event_name": "Stop", "session_id": "huge", "last_assistant_message": "y" * 600_000, "ts": 1790000000000}).encode(),
+    ]
+    with path.open("ab") as f:
+        for line in extra:
+            f.write(line + b"\n")
+    return path
+
+
+def test_fast_path_is_really_taken(backlog: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The comparisons below would prove nothing if both runs took the same path: with the fast
+    path on, a well-formed line never reaches ``json.loads`` nor pydantic's serialiser."""
+
+    def boom(*_a: Any, **_k: Any) -> Any:
+        raise AssertionError("model path used")
+
+    line = backlog.read_bytes().splitlines()[0]
+    monkeypatch.setattr(decode.json, "loads", boom)
+    monkeypatch.setattr(HookEvent, "model_dump_json", boom)
+    monkeypatch.setattr(fastpath, "ENABLED", True)
+    obj = parse_json_object(line)
+    ev = decode.adapt(obj)
+    assert ev.to_json().startswith(b'{"schema_version":1,')
+    monkeypatch.setattr(fastpath, "ENABLED", False)
+    with pytest.raises(AssertionError, match="model path used"):
+        parse_json_object(line)
+
+
+def test_backlog_records_equal(backlog: Path) -> None:
+    n = assert_records_equal([backlog], gateway=False)
+    assert n > 8_000
+
+
+@pytest.mark.parametrize("gateway", [False, True])
+def test_corpus_records_equal(gateway: bool) -> None:
+    paths = [*claude_files(), *codex_files()]
+    assert paths, "the corpus is missing"
+    assert assert_records_equal(paths, gateway) > 100
+
+
+@pytest.mark.parametrize("gateway", [False, True])
+def test_corpus_events_and_captures_equal(gateway: bool) -> None:
+    """What the embedded runner reads: same events (fields, set fields, JSON), captures and keys."""
+    for path in [*claude_files(), *codex_files(), *sorted(SAMPLES.glob("*.jsonl"))]:
+        fast, model = both(items, path, gateway)
+        assert fast == model, path.name
+
+
+def test_samples_and_knowhub_lines_equal(tmp_path: Path) -> None:
+    kb = write_lines(tmp_path / "kb.jsonl", scenario_lines() + hardening_lines())
+    for mode in RedactionMode:
+        assert assert_records_equal([*sorted(SAMPLES.glob("*.jsonl")), kb], gateway=True, mode=mode) > 0
+
+
+JSONISH = st.recursive(
+    st.none() | st.booleans() | st.integers(min_value=-(2**70), max_value=2**70) | st.floats() | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=5), inner, max_size=4),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(JSONISH, st.sampled_from(["", " ", "\ufeff", "x", "\\ud800"]))
+def test_parse_equal_on_any_json(value: Any, noise: str) -> None:
+    """Any JSON text (NaN, huge ints, lone surrogates included), wrapped in an object or not,
+    parses to the same value of the same types, or is rejected with the same reason and text."""
+    for text in (json.dumps({"v": value}), json.dumps(value), json.dumps({"v": value, noise: 1}), noise + json.dumps({"v": value})):
+        raw = text.encode("utf-8", "surrogatepass")
+        fast, model = both(outcome, parse_json_object, raw)
+        assert repr(fast) == repr(model)  # repr tells 1 from 1.0 and -0.0 from 0.0
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(st.text(max_size=8), JSONISH, max_size=6), st.text(), st.text(alphabet=st.characters(codec="utf-8")))
+def test_value_bytes_equal(raw: dict[str, Any], body: str, session: str) -> None:
+    """The record value: orjson's bytes equal pydantic's, or both refuse (a lone surrogate)."""
+    try:
+        ev = HookEvent(event_id="e", source="codex", event_type="stop", session=session or "default", event_time_ms=1, body=body, raw=raw)
+    except ValueError:
+        return
+    fast, model = both(lambda: outcome_any(ev.to_json))
+    assert fast == model
+
+
+def outcome_any(fn: Any) -> Any:
+    try:
+        return fn()
+    except Exception as e:  # compare what each path raises
+        return ("raised", type(e).__name__)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.tuples(*[st.one_of(st.none(), st.text(), st.integers(), st.booleans(), st.floats(allow_nan=False)) for _ in range(4)]))
+def test_stable_id_equal(parts: tuple[Any, ...]) -> None:
+    fast, model = both(stable_id, *parts)
+    assert fast == model
+
+
+WS = st.sampled_from([" ", "\t", "\n", "\u00a0", "\ufeff", "\u2028", "\u3000", "\x1c", "\x85", ""])
+
+
+@settings(max_examples=400, deadline=None)
+@given(WS, st.text(), WS, st.sampled_from(["", "[hm src:x] ", "\ud800", "\udc00x"]), st.sampled_from(["stop", "user-prompt-submit"]))
+def test_body_hash_equal(lead: str, text: str, trail: str, odd: str, event_type: str) -> None:
+    """The key's body hash: trimming the body alone equals ``body_hash`` of prefix + body."""
+    body = lead + odd + text + trail
+    ev = HookEvent(event_id="e", source="claude-code", event_type=event_type, session="s1", parent="p", event_time_ms=1, body=body)
+    fast, model = both(outcome, capture_body_hash, ev)
+    assert fast == model
+    if isinstance(fast, str):
+        assert fast == body_hash(ev.frame_content() or "")
+
+
+def test_big_numbers_keep_their_type() -> None:
+    """orjson would read these as floats; the fast path leaves them to ``json``."""
+    for text in ('{"n": 123456789012345678901}', '{"n": -9999999999999999999}', '{"n": 18446744073709551615}'):
+        obj = parse_json_object(text.encode())
+        assert type(obj["n"]) is int and obj["n"] == json.loads(text)["n"]
+    assert math.isnan(parse_json_object(b'{"f": NaN}')["f"])
+
+
+def test_pooled_import_equals_one_process(backlog: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``produce --jobs 2``: the same records in the same order as the one-process import, with
+    hook-event files cut into many byte ranges (offsets of dead letters continue across them)."""
+    from streams import import_pool
+
+    monkeypatch.setattr(import_pool, "CHUNK_BYTES", 40_000)
+    no_newline = tmp_path / "last-line-unterminated.jsonl"
+    no_newline.write_bytes(b'{"content": "[hm src:x] a", "timestamp": 1}\n\n\r\n{"broken\n{"content": "b", "timestamp": 2}')
+    empty = tmp_path / "empty.jsonl"
+    empty.write_bytes(b"")
+    paths = [backlog, *claude_files()[:3], *codex_files()[:2], no_newline, empty, backlog]
+    assert len(import_pool.byte_ranges(backlog, 40_000)) > 20
+    for gateway in (False, True):
+        one, one_rep = records(paths, gateway)
+        rep = ProduceReport()
+        with import_pool.ImportPool(2) as pool:
+            pooled = list(hook_records(paths, Topics("fast"), rep, gateway=gateway, now_ms=lambda: 1_790_000_000_000, pool=pool))
+        assert pooled == one
+        assert (rep.events, rep.dead_letters, rep.formats) == (one_rep.events, one_rep.dead_letters, one_rep.formats)
+    assert one_rep.dead_letters  # the bad lines were compared too
+
+
+def test_split_lines_reads_as_the_file_iterator(tmp_path: Path) -> None:
+    from streams.import_pool import split_lines
+    from streams.importers.files import read_lines
+
+    for data in (b"", b"a", b"a\n", b"a\n\n", b"\n", b"a\r\nb\rc\n\r\n", b"x\ny"):
+        p = tmp_path / "f"
+        p.write_bytes(data)
+        assert split_lines(data) == list(read_lines(p)), data
