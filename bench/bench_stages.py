@@ -16,7 +16,7 @@ wall-clock rates to other jobs on the machine):
   (``bench/faust_noop.py``, same app settings) on the same topic;
 * ``hivestream kb project`` (``KbProjector``, fresh DuckDB file) vs a raw consume of
   ``experience-events`` with the same client (aiokafka);
-* ``hivestream stubs produce`` (parse, route, kafka-python producer) vs a raw aiokafka producer of
+* ``hivestream stubs produce`` (parse, route, aiokafka batches) vs a raw aiokafka producer of
   the same routed records;
 * ``hivestream stubs worker`` (default match settings: threshold 0.65, top 3, 4,000 tokens; rocksdb
   table) from first commit to zero lag vs a faust no-op agent on ``stub-events``;
@@ -57,14 +57,11 @@ def _figures(records: int, dt: float, cpu: float) -> dict[str, float]:
 
 def stage_stub_produce(bootstrap: str, namespace: str, path: str, partitions: str) -> dict[str, float]:
     """``hivestream stubs produce`` of ``path`` (what the command runs); records sent per second."""
-    from streams.producer import make_producer
     from streams.stubs.produce import produce_stub_logs
 
-    producer = make_producer(bootstrap, client_id="bench-stubs-produce")
     t0, c0 = time.perf_counter(), time.process_time()
-    rep = produce_stub_logs([Path(path)], producer, Topics(namespace).stub_events, int(partitions))
+    rep = produce_stub_logs([Path(path)], bootstrap, Topics(namespace).stub_events, int(partitions))
     dt, cpu = time.perf_counter() - t0, time.process_time() - c0
-    producer.close()
     return _figures(rep.records, dt, cpu)
 
 

@@ -59,17 +59,12 @@ def produce(
     partitions: PartitionsOpt = None,
 ) -> None:
     """Send stub logs to the stub-events topic (keyed by channel; global stub events to every partition)."""
-    from streams.producer import make_producer
     from streams.stubs.produce import produce_stub_logs
     from streams.topics import Topics
 
     s = kafka_settings(bootstrap, namespace, partitions)
     n = _ensure(s)
-    producer = make_producer(s.kafka_bootstrap_servers, client_id="hivestream-stubs-produce")
-    try:
-        rep = produce_stub_logs(files, producer, Topics(s.topic_namespace).stub_events, n)
-    finally:
-        producer.close()
+    rep = produce_stub_logs(files, s.kafka_bootstrap_servers, Topics(s.topic_namespace).stub_events, n)
     out.print(f"produced {rep.lines} lines as {rep.records} records ({rep.broadcast} global stub events broadcast to {n} partitions)")
 
 

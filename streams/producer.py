@@ -83,6 +83,9 @@ def make_producer(bootstrap: str, **overrides: Any) -> Any:
 Record = tuple[str, bytes, bytes]
 """(topic, key, value) of one record to produce."""
 
+PlacedRecord = tuple[str, bytes, bytes, int]
+"""(topic, key, value, partition) of one record whose partition the caller chose (e.g. a broadcast)."""
+
 
 @dataclass(frozen=True, slots=True)
 class ItemRejected:
@@ -172,7 +175,7 @@ def _pooled_records(paths: list[Path], topics: Topics, report: ProduceReport, ga
 
 
 async def send_records(
-    records: Iterable[Record],
+    records: Iterable[Record | PlacedRecord],
     bootstrap: str,
     *,
     on_sent: Callable[[int], None] | None = None,
@@ -181,11 +184,12 @@ async def send_records(
 ) -> int:
     """Send ``records`` in order with aiokafka's idempotent producer, one batch per partition at a time.
 
-    Each record goes to the partition Kafka's default partitioner picks for its key, so a key's
-    records stay in order. Returns when every record is acknowledged (``acks=all``).
+    Each record goes to the partition Kafka's default partitioner picks for its key (or to the one a
+    :data:`PlacedRecord` names), so a key's records stay in order. Returns when every record is
+    acknowledged (``acks=all``).
 
     Args:
-        records: (topic, key, value) triples; the topics must exist.
+        records: (topic, key, value) triples or (topic, key, value, partition); the topics must exist.
         bootstrap: Kafka ``bootstrap.servers``.
         on_sent: called with the count handed to the producer so far (every 10,000 records).
         linger_ms: the producer's ``linger.ms``.
@@ -209,10 +213,11 @@ async def send_records(
         batches: dict[tuple[str, int], Any] = {}
         pending: list[asyncio.Future[Any]] = []
         n = 0
-        for topic, key, value in records:
+        for rec in records:
+            topic, key, value = rec[0], rec[1], rec[2]
             if topic not in parts:
                 parts[topic] = len(await producer.partitions_for(topic))
-            tp = part_of.get((topic, key))
+            tp = (topic, rec[3]) if len(rec) == 4 else part_of.get((topic, key))
             if tp is None:
                 if len(part_of) >= _PARTITION_CACHE:
                     part_of.clear()

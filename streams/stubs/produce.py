@@ -9,11 +9,12 @@ channels' lines in log order.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import asyncio
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
+from streams.producer import PlacedRecord, send_records
 from streams.stubs.routing import route_stub_line
 
 
@@ -26,14 +27,14 @@ class StubProduceReport:
     broadcast: int = 0
 
 
-def produce_stub_logs(paths: Iterable[Path], producer: Any, topic: str, partitions: int) -> StubProduceReport:
-    """Send every line of ``paths`` to ``topic`` (``partitions`` partitions); flushes and waits for every send.
+def stub_records(paths: Iterable[Path], topic: str, partitions: int, report: StubProduceReport) -> Iterator[PlacedRecord]:
+    """The records of every non-blank line of ``paths``, in file order, each with the partition
+    :func:`streams.stubs.routing.route_stub_line` picks (a global stub event once per partition);
+    ``report`` counts them as they are yielded.
 
     Raises:
-        OSError: when a file cannot be read; kafka.errors.KafkaError on a send failure.
+        OSError: when a file cannot be read.
     """
-    report = StubProduceReport()
-    futures = []
     for path in paths:
         with path.open("rb") as fh:
             for line in fh:
@@ -44,9 +45,18 @@ def produce_stub_logs(paths: Iterable[Path], producer: Any, topic: str, partitio
                 report.lines += 1
                 report.broadcast += len(route.partitions) > 1
                 for p in route.partitions:
-                    futures.append(producer.send(topic, key=route.key, value=raw, partition=p))
                     report.records += 1
-    producer.flush()
-    for f in futures:
-        f.get(timeout=60)
+                    yield topic, route.key, raw, p
+
+
+def produce_stub_logs(paths: Iterable[Path], bootstrap: str, topic: str, partitions: int) -> StubProduceReport:
+    """Send every line of ``paths`` to ``topic`` (``partitions`` partitions) with aiokafka's idempotent
+    producer in per-partition batches (:func:`streams.producer.send_records`); returns when every
+    record is acknowledged.
+
+    Raises:
+        OSError: when a file cannot be read; aiokafka's errors on a send failure.
+    """
+    report = StubProduceReport()
+    asyncio.run(send_records(stub_records(paths, topic, partitions, report), bootstrap))
     return report
