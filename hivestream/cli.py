@@ -307,10 +307,16 @@ def produce(
 
 
 def _expand(files: list[Path]) -> list[Path]:
-    """Files as given; directories expand to their ``*.jsonl`` files (exit 2 when none)."""
+    """Files as given; directories expand to their ``*.jsonl`` files (:func:`hivestream.inputs.expand_jsonl`;
+    the other files are named on stderr; exit 2 when a directory holds none)."""
+    from hivestream.inputs import expand_jsonl
+
     paths: list[Path] = []
     for f in files:
-        found = sorted(f.rglob("*.jsonl")) if f.is_dir() else [f]
+        found, skipped = expand_jsonl([f])
+        if skipped:
+            names = ", ".join(str(p) for p in skipped[:5]) + (f" and {len(skipped) - 5} more" if len(skipped) > 5 else "")
+            err.print(f"[yellow]note:[/] skipped {len(skipped)} files in {f} that are not .jsonl: {names}")
         if not found:
             err.print(f"[red]error:[/] no .jsonl files in {f}")
             raise typer.Exit(2)

@@ -127,6 +127,23 @@ def spool_write(spool: Path, runtime: str, body: bytes, sub: str = "") -> Path:
     return final
 
 
+def _spool_somewhere(spool: Path, runtime: str, body: bytes, sub: str = "") -> Path:
+    """:func:`spool_write` into ``spool``, or, when that fails (the path is a file, not writable, ...),
+    into a per-user fallback spool under the temp directory; returns the file written.
+
+    Raises:
+        OSError: when neither can be written.
+    """
+    try:
+        return spool_write(spool, runtime, body, sub)
+    except OSError as e:
+        import tempfile  # only on this rare path: the hook starts with the standard library's cheapest modules
+
+        fallback = Path(tempfile.gettempdir()) / f"hivestream-hook-spool-{os.getuid()}"
+        print(f"hivestream hook: cannot spool in {spool} ({e}); using {fallback} (flush it with --spool-dir)", file=sys.stderr)
+        return spool_write(fallback, runtime, body, sub)
+
+
 def spool_read(path: Path) -> tuple[str, bytes] | None:
     """``(runtime, body)`` of a spooled file, or ``None`` when it is torn or corrupt."""
     dec = decode_records(path.read_bytes())
@@ -271,10 +288,11 @@ def main(argv: list[str]) -> int:
         if 200 <= status < 300:
             flush(spool, url, token, timeout_s, flush_max, start + timeout_s)
         elif status == 413:
-            spool_write(spool, runtime, body, "rejected")
+            kept = _spool_somewhere(spool, runtime, body, "rejected")
+            print(f"hivestream hook: payload of {len(body)} bytes is over the server's limit (HTTP 413); kept in {kept}", file=sys.stderr)
         elif status not in FINAL:
-            spool_write(spool, runtime, body)
-            print(f"hivestream hook: ingest unavailable (HTTP {status or 'no answer'}); payload spooled in {spool}", file=sys.stderr)
+            kept = _spool_somewhere(spool, runtime, body)
+            print(f"hivestream hook: ingest unavailable (HTTP {status or 'no answer'}); payload spooled in {kept}", file=sys.stderr)
     except Exception as e:  # the hook must never fail the agent's turn
         print(f"hivestream hook: {type(e).__name__}: {e}", file=sys.stderr)
     if role == "child":  # the detached child ends here, without the parent's interpreter cleanup

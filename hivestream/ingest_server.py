@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,7 +37,7 @@ from hivestream.ingest_metrics import CONTENT_TYPE, IngestMetrics
 from hivestream.ingest_sink import DurableSink, Record
 from hivestream.spool import Spool, SpoolFull
 from streams.clock import wall_clock_ms
-from streams.deadletter import DeadLetter, RejectedInput
+from streams.deadletter import DeadLetter, Reason, RejectedInput
 from streams.experiences.redact import RedactionMode
 from streams.ingest.auth import TokenTable, is_loopback
 from streams.ingest.payloads import ROUTE_RUNTIMES, body_dead_letter, process, split_body
@@ -176,6 +177,13 @@ class IngestApp:
             return self._reject(413, "body_too_large", f"body is over the {limit}-byte limit")
         except TimeoutError:
             return self._reject(408, "client_timeout", f"body not received within {self.cfg.read_timeout_s:g} s")
+        except (web.RequestPayloadError, web.HTTPException, zlib.error) as e:
+            # a Content-Encoding (gzip, deflate, br) the body does not decode with: 400 and a dead letter
+            encoding = request.headers.get("Content-Encoding", "")
+            err = RejectedInput(Reason.BAD_ENCODING, f"body not readable as Content-Encoding {encoding!r}: {type(e).__name__}")
+            dl = body_dead_letter(err, b"", source=f"ingest:{gateway}:{runtime}", received_at_ms=self.now_ms())
+            _where, failed = await self._durable([self._dl_record(dl)])
+            return failed if failed is not None else self._reject(400, str(err.reason), err.detail)
         received = self.now_ms()
         source = f"ingest:{gateway}:{runtime}"
         try:

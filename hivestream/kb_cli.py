@@ -121,7 +121,11 @@ def run(
         client = ChatClient(s.extraction_base_url, s.extraction_model, s.extraction_api_key, s.extraction_timeout_s) if s.extraction_enabled else None
     except ValueError as e:
         _fail(f"extraction endpoint refused: {e}")
-    paths = [p for f in files for p in (sorted(f.rglob("*.jsonl")) if f.is_dir() else [f])]
+    from hivestream.inputs import expand_jsonl
+
+    paths, skipped = expand_jsonl(files)
+    if skipped:
+        err.print(Text.assemble(("note: ", "yellow"), f"skipped {len(skipped)} files that are not .jsonl: " + ", ".join(map(str, skipped[:5]))), soft_wrap=True)
     if not paths:
         _fail("no .jsonl files in " + ", ".join(map(str, files)))
     try:

@@ -101,8 +101,8 @@ def open_for_reading(db: Path) -> tuple[duckdb.DuckDBPyConnection, str]:
         (connection, a sentence that says how fresh the answer is).
 
     Raises:
-        FileNotFoundError: when neither the file nor a snapshot exists, or the file is locked
-            and no snapshot was published yet.
+        FileNotFoundError: when neither the file nor a snapshot exists, the file is locked and no
+            snapshot was published yet, or the file is no readable DuckDB file (DuckDB's reason).
     """
     from projections.sink import heartbeat_path, snapshot_path
 
@@ -110,7 +110,10 @@ def open_for_reading(db: Path) -> tuple[duckdb.DuckDBPyConnection, str]:
     if db.exists():
         try:
             return duckdb.connect(str(db), read_only=True), f"answered from {db} (no writer holds it: up to date)"
-        except duckdb.IOException:
+        except duckdb.Error as e:
+            first = str(e).splitlines()[0] if str(e) else type(e).__name__
+            if "lock" not in str(e).lower():  # not a writer's lock: a directory, not a DuckDB file, ...
+                raise FileNotFoundError(f"cannot read {db} as a DuckDB file: {first}") from None
             if not snap.exists():
                 raise FileNotFoundError(f"{db} is held by a writer and no snapshot {snap} was published yet") from None
     if not snap.exists():

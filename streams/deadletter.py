@@ -25,6 +25,7 @@ class Reason(StrEnum):
     BAD_TIMESTAMP = "bad_timestamp"
     EMPTY_BODY = "empty_body"
     BODY_TOO_LARGE = "body_too_large"
+    BAD_ENCODING = "bad_encoding"  # a request body whose Content-Encoding could not be decoded
     EXTRACTION_FAILED = "extraction_failed"  # the experience extractor's endpoint failed or answered out of contract
     PROCESSING_ERROR = "processing_error"  # an unexpected exception on this record (a bug): logged and dead-lettered
 

@@ -101,8 +101,21 @@ def test_final_rejections_are_not_kept_and_413_is_set_aside(stand: Stand, tmp_pa
     assert hook(["claude-code"], env, json.dumps(PROMPT)).returncode == 0
     assert not list(tmp_path.glob("*.hook"))
     stand.status = 413
-    assert hook(["claude-code"], env, json.dumps(PROMPT)).returncode == 0
+    r = hook(["claude-code"], env, json.dumps(PROMPT))
+    assert r.returncode == 0 and r.stdout == "" and "413" in r.stderr and "rejected" in r.stderr
     assert len(list((tmp_path / "rejected").glob("*.hook"))) == 1 and not list(tmp_path.glob("*.hook"))
+
+
+def test_a_spool_path_that_is_a_file_falls_back_to_the_temp_spool(tmp_path: Path) -> None:
+    blocked = tmp_path / "spool"
+    blocked.write_text("not a directory")
+    fallback = tmp_path / "tmp" / f"hivestream-hook-spool-{os.getuid()}"
+    env = {"HIVESTREAM_INGEST_URL": "http://127.0.0.1:9", "HIVESTREAM_SPOOL_DIR": str(blocked), "TMPDIR": str(tmp_path / "tmp")}
+    (tmp_path / "tmp").mkdir()
+    r = hook(["claude-code", "--timeout", "1"], env, json.dumps(PROMPT))
+    assert r.returncode == 0 and r.stdout == ""
+    assert str(fallback) in r.stderr
+    assert len(list(fallback.glob("*.hook"))) == 1  # kept, not lost
 
 
 def test_codex_notify_takes_the_last_argument_and_runs_the_chained_program(stand: Stand, tmp_path: Path) -> None:

@@ -105,6 +105,24 @@ def test_not_json_is_400_and_dead_lettered(server: tuple[IngestProc, str, Topics
     assert _post(proc, "claude-code", b"\xff\xfe\xfd").json()["error"] == "not_utf8"
 
 
+@pytest.mark.parametrize("encoding", ["gzip", "deflate"])
+def test_a_body_its_content_encoding_cannot_decode_is_400_and_dead_lettered(server: tuple[IngestProc, str, Topics], encoding: str) -> None:
+    proc, bootstrap, topics = server
+    r = httpx.post(f"{proc.url}/v1/hooks/auto", content=json.dumps(PROMPT).encode(), timeout=30,  # plain JSON labelled compressed
+                   headers={"Authorization": f"Bearer {TOK_A}", "Content-Encoding": encoding})
+    assert r.status_code == 400 and r.json()["error"] == "bad_encoding", r.text
+    assert encoding in r.json()["detail"]
+    assert any(str(d.reason) == "bad_encoding" and encoding in d.detail for d in _dead_letters(bootstrap, topics))
+    assert _post(proc, "claude-code", json.dumps(PROMPT)).status_code == 200  # the server goes on
+
+
+def test_an_unsupported_content_encoding_is_a_4xx_and_the_server_goes_on(server: tuple[IngestProc, str, Topics]) -> None:
+    proc, _bootstrap, _topics = server
+    r = httpx.post(f"{proc.url}/v1/hooks/auto", content=b"\x00\x01", timeout=30, headers={"Authorization": f"Bearer {TOK_A}", "Content-Encoding": "br"})
+    assert 400 <= r.status_code < 500
+    assert _post(proc, "claude-code", json.dumps(PROMPT)).status_code == 200
+
+
 def test_deep_nesting_is_rejected(server: tuple[IngestProc, str, Topics]) -> None:
     proc, _b, _t = server
     nested: object = 1
