@@ -24,6 +24,7 @@ from hivestream.console import table
 from hivestream.ingest_cli import register as register_ingest
 from hivestream.kafka_opts import BootstrapOpt, NamespaceOpt, PartitionsOpt, kafka_settings, stop_on_signals
 from hivestream.kb_cli import kb_app
+from hivestream.lag_cli import register as register_lag
 from hivestream.runner import RunReport, run_files
 from hivestream.stubs_cli import stubs_app
 from projections.analytics import ANALYTICS_QUERIES, MEMORY_QUERIES
@@ -37,6 +38,7 @@ app = typer.Typer(help="hivestream: dedup AI-agent memory captures into DuckDB p
 app.add_typer(stubs_app, name="stubs", help="memory stubs: import stubs.db, match, what-if, queries")
 app.add_typer(kb_app, name="kb", help="KnowHub experiences: run, project, submit, review, search, queries")
 register_ingest(app)  # ingest, hook, hooks install|uninstall (issue 10)
+register_lag(app)
 out = Console(width=max(100, Console().width))
 err = Console(stderr=True)
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
-from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.errors import KafkaError
 
 from projections.projector import Projector
@@ -24,6 +24,8 @@ from streams.deadletter import RejectedInput
 from streams.events import HookEvent
 from streams.importers.files import import_file
 from streams.keying import hook_event_key
+from streams.lag import consumer_lag
+from streams.lag import worker_group as lag_worker_group
 from streams.topics import Topics, ensure_topics
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -163,16 +165,7 @@ def end_offset_sum(bootstrap: str, topic: str) -> int:
 
 def group_lag(bootstrap: str, group: str, topics: list[str]) -> int:
     """Records of ``topics`` not yet committed by consumer ``group`` (all, when none committed)."""
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
-    c = KafkaConsumer(bootstrap_servers=bootstrap)
-    try:
-        committed = admin.list_group_offsets(group).get(group, {})
-        tps = [TopicPartition(t, p) for t in topics for p in (c.partitions_for_topic(t) or set())]
-        ends = c.end_offsets(tps)
-        return sum(ends[tp] - (committed[tp].offset if tp in committed and committed[tp].offset >= 0 else 0) for tp in tps)
-    finally:
-        c.close()
-        admin.close()
+    return sum(p.lag for p in consumer_lag(bootstrap, group, topics))
 
 
 def wait_until(pred: Callable[[], bool], timeout_s: float, what: str, every_s: float = 0.5) -> None:
@@ -189,8 +182,8 @@ def wait_until(pred: Callable[[], bool], timeout_s: float, what: str, every_s: f
 
 
 def worker_group(topics: Topics) -> str:
-    """The consumer group of the frames worker of ``topics`` (its faust app id)."""
-    return f"{topics.namespace}-dedup" + (f"-{topics.frames_version}" if topics.frames_version else "")
+    """The consumer group of the frames workers of ``topics``."""
+    return lag_worker_group(topics.namespace, topics.frames_version)
 
 
 def wait_worker_done(bootstrap: str, topics: Topics, timeout_s: float = 300) -> None:

@@ -67,6 +67,7 @@ def test_backlog_two_workers_ten_kills_equal_the_embedded_runner(kafka_bootstrap
             workers[victim] = start_worker(kafka_bootstrap, topics.namespace, tmp_path / f"w-{victim}", log=logfile)
         wait_worker_done(kafka_bootstrap, topics, timeout_s=600)
         assert group_lag(kafka_bootstrap, worker_group(topics), [topics.hook_events]) == 0
+        assert "total lag 0" in hivestream_cli(kafka_bootstrap, "lag", "--namespace", topics.namespace)  # exits 0 only when caught up
     finally:
         for w in workers.values():
             stop(w)

@@ -45,6 +45,7 @@ from streams.frames.codec import frame_event_to_json
 from streams.frames.dedup import DedupCore, group_of_key
 from streams.frames.steps import Position, memory_call_of, route_hook_record
 from streams.keying import group_record_key
+from streams.lag import worker_group
 from streams.memory_tools import configured_rules
 from streams.settings import Settings
 from streams.state import TrackedState
@@ -100,7 +101,7 @@ def create_app(
     """
     n = partitions or settings.partitions
     topics = Topics(settings.topic_namespace, frames_version)
-    app_id = f"{settings.topic_namespace}-dedup" + (f"-{frames_version}" if frames_version else "")
+    app_id = worker_group(settings.topic_namespace, frames_version)
     app = make_faust_app(app_id, settings, store=store, partitions=n, data_dir=data_dir)
     hook_events = app.topic(topics.hook_events, partitions=n, internal=False)
     kb_extract = app.topic(topics.kb_extract, partitions=n, internal=False)
