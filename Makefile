@@ -39,8 +39,10 @@ test: $(STAMP) $(MINILM) lint
 bench: $(STAMP)
 	$(BIN)/python -m pip install -q -e '.[dev,bench]'
 	$(BIN)/python bench/bench_dedup_core.py
-	$(BIN)/python bench/bench_kafka.py
+	$(BIN)/python bench/bench_kafka.py --jobs 2
 	$(BIN)/python bench/bench_run.py
+	$(BIN)/python bench/bench_ingest.py
+	$(BIN)/python bench/bench_stages.py
 
 # the report on 200,000 generated events (target < 10 s); see bench/RESULTS.md
 bench-report: $(STAMP)
