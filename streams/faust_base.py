@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 from weakref import WeakKeyDictionary
 
 import faust
@@ -133,12 +133,15 @@ class RewindingConsumer(AIOKafkaConsumer):  # type: ignore[misc]
         """Seek ``tp`` back to ``offset`` so its records from there are fetched and handed on again;
         a partition no longer assigned is forgotten instead. A fetch position already at or below
         ``offset`` is left alone (seeking forward would skip records)."""
-        if not self._ledger.needs_rewind(tp, offset):
-            return
+        if self._ledger.needs_rewind(tp, offset):
+            self._seek_and_record(tp, offset)
+
+    def _seek_and_record(self, tp: Any, offset: int) -> None:
+        """Seek ``tp`` to ``offset`` now and tell the ledger; a partition no longer assigned is forgotten."""
         try:
             self._thread.seek(tp, offset)
         except Exception as exc:  # aiokafka IllegalStateError: not assigned any more
-            log.info("not rewinding %s to %s: %s", tp, offset, exc)
+            log.info("not seeking %s to %s: %s", tp, offset, exc)
             self._ledger.forget(tp)
             return
         self._ledger.seeked(tp, offset)
@@ -157,13 +160,7 @@ class RewindingConsumer(AIOKafkaConsumer):  # type: ignore[misc]
     async def _getmany(self, active_partitions: Any, timeout: float) -> Any:
         ledger = self._ledger
         for tp, offset in ledger.before_fetch():  # records fetched but not handed on come again
-            try:
-                self._thread.seek(cast(Any, tp), offset)
-            except Exception as exc:  # aiokafka IllegalStateError: not assigned any more
-                log.info("not re-seeking %s to %s: %s", tp, offset, exc)
-                ledger.forget(tp)
-                continue
-            ledger.seeked(tp, offset)
+            self._seek_and_record(tp, offset)
         self._fetched_at = ledger.epochs()
         records = await super()._getmany(active_partitions=active_partitions, timeout=timeout)
         ledger.fetched(self._fetched_at, {tp: recs[-1].offset for tp, recs in (records or {}).items() if recs})
