@@ -134,13 +134,14 @@ def run(
     window_ms: WindowOpt = None,
     key_strategy: KeyOpt = None,
     batch_size: BatchOpt = None,
+    jobs: Annotated[int, typer.Option("--jobs", min=0, help="import processes beside the dedup and DuckDB writer (same tables); 0: import here")] = 0,
 ) -> None:
-    """Import session files, dedup and project them into DuckDB, in one process (no broker)."""
+    """Import session files, dedup and project them into DuckDB (no broker)."""
     paths = _expand(files)
     settings = _settings(window_ms, key_strategy, batch_size)
     try:
         with err.status("running…") as status:
-            report = run_files(paths, db, settings=settings, gateway=gateway,
+            report = run_files(paths, db, settings=settings, gateway=gateway, jobs=jobs,
                                on_file=lambda p: status.update(f"done {p.name}"))
     except MetaMismatch as e:
         err.print(f"[red]error:[/] {e}")

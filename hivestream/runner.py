@@ -11,17 +11,20 @@ from __future__ import annotations
 
 import zlib
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from itertools import groupby
+from operator import itemgetter
 from pathlib import Path
 
 from projections.memory_calls import MemoryCallPass
 from projections.sink import DuckSink
 from streams.clock import Clock, wall_clock_ms
-from streams.deadletter import DeadLetter, RejectedInput
-from streams.frames.capture import to_capture
+from streams.deadletter import DeadLetter
+from streams.frames.capture_import import CaptureOptions, ImportTask, Outcome, file_tasks, import_task, outcomes, received, rejection
 from streams.frames.dedup import DedupCore, FrameEvent
-from streams.importers.files import Item, import_file
+from streams.importers.files import Item, detect_format, import_file, read_lines
+from streams.ordered_pool import OrderedPool
 from streams.settings import Settings
 from streams.state import TrackedState
 
@@ -56,6 +59,16 @@ class RunReport:
     not_captures: int = 0
     dead_letters: Counter[str] = field(default_factory=Counter)
     skipped: int = 0
+
+
+def origin_of(path: Path) -> str:
+    """The input name a file's positions and dead letters are stored under: ``file:<absolute path>``."""
+    return f"file:{path.resolve()}"
+
+
+def file_id_of(origin: str) -> int:
+    """The ``partition`` of an input's captures: a 31-bit CRC-32 of its name (the offset is the line)."""
+    return zlib.crc32(origin.encode()) & 0x7FFFFFFF
 
 
 def settings_meta(settings: Settings) -> dict[str, str]:
@@ -93,30 +106,62 @@ class EmbeddedRunner:
         """Close the DuckDB file."""
         self.sink.close()
 
+    def options(self) -> CaptureOptions:
+        """The stateless import's options (:mod:`streams.frames.capture_import`) for these settings."""
+        return CaptureOptions(self.settings.key_strategy, self.settings.max_body_bytes, tuple(self.memory.rules))
+
     def run_file(self, path: Path, *, gateway: bool = False) -> None:
-        """Import, dedup and project one file.
+        """Import, dedup and project one file in this process.
 
         Raises:
             OSError: when the file cannot be read.
         """
-        origin = f"file:{path.resolve()}"
+        origin = origin_of(path)
         fmt, items = import_file(path, gateway=gateway)
         self.report.inputs[str(path)] = fmt
-        self.run_items(origin, items)
+        self.run_outcomes(origin, outcomes(items, self.options(), file_id_of(origin)))
 
     def run_items(self, origin: str, items: Iterable[Item]) -> None:
-        """Run a stream of importer items that came from ``origin``.
+        """Run a stream of importer items that came from ``origin`` (see :meth:`run_outcomes`)."""
+        self.run_outcomes(origin, outcomes(items, self.options(), file_id_of(origin)))
 
-        Items at offsets below the stored position of ``origin`` are skipped; a batch is cut
+    def run_pooled(self, paths: Sequence[Path], pool: OrderedPool[tuple[int, ImportTask], tuple[int, list[Outcome]]], *,
+                   gateway: bool = False, on_file: Callable[[Path], None] | None = None) -> None:
+        """Run ``paths`` in order with the import done by ``pool``'s processes (``--jobs N``).
+
+        The pool imports ahead while this process dedups and writes; outcomes come back in file
+        order, so the result equals :meth:`run_file` on each path.
+
+        Raises:
+            OSError: when a file cannot be read.
+        """
+        opts = self.options()
+
+        def tasks() -> Iterator[tuple[int, ImportTask]]:
+            for i, path in enumerate(paths):
+                fmt = detect_format(read_lines(path))
+                self.report.inputs[str(path)] = fmt
+                for t in file_tasks(path, fmt, gateway, file_id_of(origin_of(path)), opts):
+                    yield i, t
+
+        for i, group in groupby(pool.map(tasks()), key=itemgetter(0)):
+            self.run_outcomes(origin_of(paths[i]), received(o for _, outs in group for o in outs))
+            if on_file:
+                on_file(paths[i])
+
+    def run_outcomes(self, origin: str, outs: Iterable[Outcome]) -> None:
+        """Dedup and project the import outcomes of ``origin`` (:func:`streams.frames.capture_import.outcomes`).
+
+        Outcomes at offsets below the stored position of ``origin`` are skipped; a batch is cut
         only between offsets, so each offset's events commit together with the position.
         """
-        file_id = zlib.crc32(origin.encode()) & 0x7FFFFFFF
         start = self.sink.position(origin)
         events: list[FrameEvent] = []
         dls: list[DeadLetter] = []
         last_off = -1
         r = self.report
-        for off, raw, item in items:
+        pending_calls = self.memory.pending
+        for off, kind, raw, payload, call in outs:
             if off < start:
                 r.skipped += 1
                 continue
@@ -124,27 +169,29 @@ class EmbeddedRunner:
                 if len(events) + len(dls) >= self.settings.batch_size:
                     self._flush(events, dls, origin, off)
                     events, dls = [], []
+                    pending_calls = self.memory.pending
                 r.records += 1
                 last_off = off
-            if isinstance(item, RejectedInput):
-                dls.append(DeadLetter.of(item, raw, origin, 0, off, self.clock()))
-                r.dead_letters[str(item.reason)] += 1
-                continue
-            r.events += 1
-            self.memory.observe(item)  # issue 12
-            try:
-                cap = to_capture(item, strategy=self.settings.key_strategy,
-                                 max_body_bytes=self.settings.max_body_bytes,
-                                 partition=file_id, offset=off)
-            except RejectedInput as e:
-                dls.append(DeadLetter.of(e, raw, origin, 0, off, self.clock(), event_id=item.event_id))
-                r.dead_letters[str(e.reason)] += 1
-                continue
-            if cap is None:
+            if kind == "c":
+                r.events += 1
+                if call is not None:
+                    pending_calls.append(call)  # issue 12
+                events.append(self.core.process(payload))
+                r.captures += 1
+            elif kind == "n":
+                r.events += 1
+                if call is not None:
+                    pending_calls.append(call)
                 r.not_captures += 1
-                continue
-            events.append(self.core.process(cap))
-            r.captures += 1
+            else:
+                if kind == "e":
+                    r.events += 1
+                    if call is not None:
+                        pending_calls.append(call)
+                assert raw is not None
+                err = rejection(payload)
+                dls.append(DeadLetter.of(err, raw, origin, 0, off, self.clock(), event_id=payload[2]))
+                r.dead_letters[str(err.reason)] += 1
         if last_off >= 0:
             self._flush(events, dls, origin, last_off + 1)
 
@@ -165,12 +212,29 @@ def run_files(
     gateway: bool = False,
     clock: Clock = wall_clock_ms,
     on_file: Callable[[Path], None] | None = None,
+    jobs: int = 0,
 ) -> RunReport:
     """Run ``paths`` in order into ``db`` and return the report.
 
+    Args:
+        jobs: import processes beside this one (0: import here). The import processes are forked
+            before the DuckDB file is opened; the result is the same for every value.
+
     Raises:
         OSError, projections.sink.MetaMismatch, duckdb.IOException: see :class:`EmbeddedRunner`.
+        ValueError: when ``jobs`` < 0.
     """
+    if jobs < 0:
+        raise ValueError("jobs must be >= 0")
+    paths = list(paths)
+    if jobs:
+        with OrderedPool(import_task, jobs) as pool:
+            runner = EmbeddedRunner(db, settings, clock)
+            try:
+                runner.run_pooled(paths, pool, gateway=gateway, on_file=on_file)
+            finally:
+                runner.close()
+        return runner.report
     runner = EmbeddedRunner(db, settings, clock)
     try:
         for p in paths:

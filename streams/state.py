@@ -6,7 +6,7 @@ batch (the role a faust table's changelog topic plays on Kafka).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, MutableMapping
+from collections.abc import ItemsView, Iterator, MutableMapping
 from typing import Any
 
 
@@ -34,6 +34,14 @@ class TrackedState(MutableMapping[str, Any]):
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._data)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        """The value of ``key``, or ``default`` (the dict's own lookup: the mixin's costs a ``KeyError``)."""
+        return self._data.get(key, default)
+
+    def items(self) -> ItemsView[str, Any]:
+        """A view of the (key, value) pairs (the dict's own view)."""
+        return self._data.items()
 
     def __len__(self) -> int:
         return len(self._data)

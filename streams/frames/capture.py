@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from streams import fastpath
 from streams.body_hash import KeyStrategy, dedup_key, stripped_body
@@ -17,9 +17,9 @@ MAX_RECORD_BYTES = 900_000  # a capture's JSON must fit Kafka's default 1 MiB me
 _CHECK_JSON_ABOVE = 100_000  # JSON escaping can grow a body up to 6x: measure it above this size
 
 
-@dataclass(frozen=True, slots=True)
-class Capture:
-    """One capture of a turn, ready for dedup.
+class Capture(NamedTuple):
+    """One capture of a turn, ready for dedup (a named tuple: cheap to build and to pickle between
+    the import processes and the runner, see :mod:`streams.frames.capture_import`).
 
     Attributes:
         event_id: the hook event's id (idempotency key).

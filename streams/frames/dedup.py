@@ -36,8 +36,7 @@ Semantics (README "Dedup semantics"; DESIGN.md §3):
 from __future__ import annotations
 
 from collections.abc import Callable, MutableMapping
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from streams.frames.capture import Capture
 from streams.keying import key_group
@@ -47,9 +46,8 @@ DEFAULT_ALLOWED_LATENESS_MS = 60_000
 DEFAULT_SWEEP_EVERY = 20_000  # captures between eviction sweeps
 
 
-@dataclass(frozen=True, slots=True)
-class FrameEvent:
-    """What the dedup core emits for every capture (the ``frames`` topic payload).
+class FrameEvent(NamedTuple):
+    """What the dedup core emits for every capture (the ``frames`` topic payload; a named tuple).
 
     Attributes:
         kind: ``created`` (the capture became a frame) or ``touched`` (a duplicate).
@@ -202,24 +200,28 @@ class DedupCore:
             return 0
         dropped = 0
         committed: dict[int, int | None] = {}
+        lateness, group_max, group_of, owns = self.allowed_lateness_ms, self.group_max, self.group_of, self.owns
         for k, v in list(self.state.items()):
-            if self.owns is not None and not self.owns(k):
+            if owns is not None and not owns(k):
                 continue
-            part, off = v["p"]
             if self.committed is not None:
+                part, off = v["p"]
                 if part not in committed:
                     committed[part] = self.committed(part)
                 limit = committed[part]
                 if limit is None or off >= limit:
                     continue
-            wm = self.watermark_ms(self.group_of(k))
-            if wm is None:
+            g = group_of(k)
+            gmax = group_max.get(g)
+            if gmax is None:
                 continue
-            live = [f for f in v["f"] if f[_CLOSE] >= wm]
-            if len(live) == len(v["f"]):
+            wm = gmax - lateness
+            fs = v["f"]
+            live = [f for f in fs if f[_CLOSE] >= wm]
+            if len(live) == len(fs):
                 continue
-            dropped += len(v["f"]) - len(live)
-            if live or v["g"] >= self.group_max.get(self.group_of(k), v["g"]):
+            dropped += len(fs) - len(live)
+            if live or v["g"] >= gmax:
                 self.state[k] = {**v, "f": live}
             else:
                 del self.state[k]

@@ -55,9 +55,27 @@ def read_lines(path: Path) -> Iterator[bytes]:
             yield line.rstrip(b"\r\n")
 
 
-def import_hook_events(lines: Iterable[bytes]) -> Iterator[Item]:
-    """Decode a hook-event JSONL stream line by line; blank lines are skipped."""
-    for off, line in enumerate(lines):
+def split_lines(data: bytes) -> list[bytes]:
+    """The lines of ``data`` exactly as :func:`streams.importers.files.read_lines` yields them.
+
+    Args:
+        data: whole lines of a file (starting at a line start, ending after a ``\\n`` or at the
+            end of the file).
+    """
+    lines = data.split(b"\n")
+    if lines and not lines[-1]:
+        lines.pop()  # the text after the last "\n" is no line
+    return [ln.rstrip(b"\r\n") for ln in lines]
+
+
+def import_hook_events(lines: Iterable[bytes], start: int = 0) -> Iterator[Item]:
+    """Decode a hook-event JSONL stream line by line; blank lines are skipped.
+
+    Args:
+        lines: the lines, without line endings.
+        start: the offset of the first line (a chunk of a file starts at its first line's number).
+    """
+    for off, line in enumerate(lines, start):
         if not line.strip():
             continue
         try:
