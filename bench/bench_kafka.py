@@ -97,15 +97,16 @@ def stage_raw_produce(bootstrap: str, namespace: str, path: str) -> dict[str, fl
     return {"records": len(recs), "rate": len(recs) / dt, "rss": peak_rss_mib(), "cpu_us": cpu / len(recs) * 1e6}
 
 
-def stage_projector(bootstrap: str, namespace: str, version: str) -> dict[str, float]:
-    """Project ``frames[.version]`` + ``dead-letter`` into a fresh DuckDB file; records/s."""
+def stage_projector(bootstrap: str, namespace: str, version: str, batch: str = "20000") -> dict[str, float]:
+    """Project ``frames[.version]`` + ``dead-letter`` into a fresh DuckDB file, ``batch`` records per
+    transaction; records/s."""
     from projections.projector import Projector
     from projections.sink import DuckSink
 
     t = Topics(namespace, version)
     with tempfile.TemporaryDirectory() as d:
         sink = DuckSink(Path(d) / "bench.duckdb")
-        p = Projector(sink, bootstrap, t.frames, t.dead_letter, snapshot_every_s=0, batch_max=20_000)
+        p = Projector(sink, bootstrap, t.frames, t.dead_letter, snapshot_every_s=0, batch_max=int(batch))
         t0, c0 = time.perf_counter(), cpu_s()
         rep = p.run(until_caught_up=True)
         dt, cpu = time.perf_counter() - t0, cpu_s() - c0
@@ -135,7 +136,57 @@ def stage_raw_consume(bootstrap: str, topic: str) -> dict[str, float]:
     return {"records": n, "rate": n / dt, "rss": peak_rss_mib(), "cpu_us": cpu / max(n, 1) * 1e6}
 
 
-STAGES = {"produce": stage_produce, "raw-produce": stage_raw_produce, "projector": stage_projector, "raw-consume": stage_raw_consume}
+def stage_append_floor(bootstrap: str, topic: str, batch: str = "20000") -> dict[str, float]:
+    """The least any DuckDB projection of ``topic`` costs here: consume (the projector's client), decode
+    into columns (``decode_frame_records``) and append each batch to an index-free table in one
+    transaction, with no idempotence check and no fold into ``frames``; records/s."""
+    import duckdb
+    import pyarrow as pa
+
+    from projections.consumer import PartitionReader, TopicPartition
+    from projections.frame_decode import decode_frame_records
+    from projections.sink import CAPTURE_SCHEMA
+
+    c = PartitionReader(bootstrap, client_id="bench-floor")
+    tps = [TopicPartition(topic, p) for p in c.partitions(topic)]
+    c.assign(tps)
+    for tp in tps:
+        c.seek_to_beginning(tp)
+    ends = c.end_offsets(tps)
+    size = int(batch)
+    with tempfile.TemporaryDirectory() as d:
+        con = duckdb.connect(str(Path(d) / "floor.duckdb"), config={"memory_limit": "256MB"})
+        sql_type = {pa.int64(): "BIGINT", pa.int32(): "INTEGER", pa.bool_(): "BOOLEAN", pa.string(): "VARCHAR"}
+        con.execute("CREATE TABLE captures (" + ", ".join(f"{n} {sql_type[t]}" for n, t in CAPTURE_SCHEMA) + ")")
+        n, t0, c0 = 0, time.perf_counter(), cpu_s()
+        pos = dict.fromkeys(tps, 0)
+        values: list[bytes | None] = []
+
+        def write() -> None:
+            cols, _ = decode_frame_records(values)
+            tbl = pa.table({name: pa.array(cols[name], type=t) for name, t in CAPTURE_SCHEMA})  # noqa: F841 (read by DuckDB)
+            con.execute("BEGIN TRANSACTION")
+            con.execute("INSERT INTO captures SELECT * FROM tbl")
+            con.execute("COMMIT")
+            values.clear()
+
+        while any(pos[tp] < ends[tp] for tp in tps):
+            for tp, recs in c.poll(timeout_ms=500, max_records=size).items():
+                n += len(recs)
+                values.extend(r.value for r in recs)
+                pos[tp] = recs[-1].offset + 1
+                if len(values) >= size:
+                    write()
+        if values:
+            write()
+        dt, cpu = time.perf_counter() - t0, cpu_s() - c0
+        con.close()
+    c.close()
+    return {"records": n, "rate": n / dt, "rss": peak_rss_mib(), "cpu_us": cpu / max(n, 1) * 1e6}
+
+
+STAGES = {"produce": stage_produce, "append-floor": stage_append_floor,
+          "raw-produce": stage_raw_produce, "projector": stage_projector, "raw-consume": stage_raw_consume}
 
 
 def run_stage(name: str, *args: str) -> dict[str, float]:
@@ -193,6 +244,7 @@ def main() -> None:
                     help="run only these stages and their anchors (repeatable; the worker and projector stages read what produce wrote)")
     ap.add_argument("--jobs", type=int, action="append", default=[],
                     help="also run produce with this many import processes (repeatable), e.g. --jobs 2")
+    ap.add_argument("--projector-batch", type=int, default=100_000, help="records per projector transaction (hivestream project --batch-size)")
     ap.add_argument("--stage")
     ap.add_argument("args", nargs="*")
     a = ap.parse_args()
@@ -239,8 +291,9 @@ def main() -> None:
                     bootstrap, [sys.executable, str(quix), bootstrap, ns, f"quix-{ns}-{i}", str(Path(d) / f"q{i}")], f"quix-{ns}-{i}", t.hook_events))
         frames = Topics(ns, "b0")
         for _ in range(a.runs if "projector" in only else 0):
-            figs.setdefault("projector", []).append(run_stage("projector", bootstrap, ns, "b0"))
+            figs.setdefault("projector", []).append(run_stage("projector", bootstrap, ns, "b0", str(a.projector_batch)))
             figs.setdefault("raw-consume", []).append(run_stage("raw-consume", bootstrap, frames.frames))
+            figs.setdefault("append-floor", []).append(run_stage("append-floor", bootstrap, frames.frames, str(a.projector_batch)))
 
     def show(name: str, key: str) -> float:
         f = figs.get(key)
@@ -262,10 +315,11 @@ def main() -> None:
     w, nf = show("hivestream worker (decode, dedup, frames)", "worker"), show("faust no-op agent, same topic", "noop")
     q = show("Quix Streams dedup job, same topic", "quix")
     pr, rc = show("projector frames -> DuckDB", "projector"), show("raw consume of frames, same client (aiokafka)", "raw-consume")
+    fl = show("floor: consume + decode + DuckDB append, no checks, no fold", "append-floor")
     print(f"\nratio produce / raw producer:     {p / rp:.2f}")
     print(f"ratio worker / faust no-op agent: {w / nf:.2f}")
     print(f"ratio worker / Quix Streams job:  {w / q:.2f}" if q == q else "ratio worker / Quix Streams job:  not measured (pip install -e '.[bench]')")
-    print(f"ratio projector / raw consume:    {pr / rc:.2f}")
+    print(f"ratio projector / raw consume:    {pr / rc:.2f} (the append floor's: {fl / rc:.2f}; projector / floor {pr / fl:.2f})")
 
 
 if __name__ == "__main__":

@@ -18,7 +18,12 @@ class Settings(BaseSettings):
         allowed_lateness_ms: watermark lag behind the max event time, ms.
         key_strategy: ``body`` or ``body+event``.
         max_body_bytes: largest accepted body, UTF-8 bytes after stripping the prefix.
-        batch_size: captures per DuckDB transaction.
+        batch_size: captures (records, for ``hivestream project``) per DuckDB transaction. Each
+            commit writes the batch to DuckDB's WAL and may checkpoint, so larger batches cost less
+            per capture (measured on the 200,000-event backlog: 36 µs of the runner's CPU per
+            capture at 20,000, 28 µs at 50,000, 28 µs at 100,000) while memory grows with the
+            batch (peak RSS 364, 437, 589 MiB). Batches are smaller when there is less: the runner
+            commits at the end of each file, the projector what one poll returns.
         kafka_bootstrap_servers: Kafka ``bootstrap.servers`` (env ``KAFKA_BOOTSTRAP_SERVERS``
             is read too).
         kafka_sasl_password: SASL password, kept as a secret (redacted in reprs and logs).
@@ -32,7 +37,7 @@ class Settings(BaseSettings):
     allowed_lateness_ms: int = Field(DEFAULT_ALLOWED_LATENESS_MS, ge=0)
     key_strategy: KeyStrategy = KeyStrategy.BODY
     max_body_bytes: int = Field(DEFAULT_MAX_BODY_BYTES, gt=0)
-    batch_size: int = Field(5000, gt=0)
+    batch_size: int = Field(50_000, gt=0)
     kafka_bootstrap_servers: str = Field("127.0.0.1:19092", validation_alias=AliasChoices("KAFKA_BOOTSTRAP_SERVERS", "HIVESTREAM_KAFKA_BOOTSTRAP_SERVERS"))
     kafka_sasl_password: SecretStr | None = None
     topic_namespace: str = Field("hivestream", pattern=r"^[A-Za-z0-9._-]+$")
