@@ -9,7 +9,10 @@ Input: ``bench/backlog.py`` with ``--turns`` turns (default 50,000 = 200,000 cap
 * scale: ``hivestream run`` on ``--scale`` times the turns (default 10: 2,000,000 events); its peak
   RSS over the one at 1× (the dedup state is bounded by the window, not by the input).
 
-Usage: ``python bench/bench_run.py [--turns 50000] [--runs 3] [--scale 10]``; the anchor needs
+``--jobs N`` (default 2) runs the import in N processes beside the dedup and DuckDB writer
+(``hivestream run --jobs N``); the one-process run (``--jobs 0``) is printed beside it.
+
+Usage: ``python bench/bench_run.py [--turns 50000] [--runs 3] [--scale 10] [--jobs 2]``; the anchor needs
 ``npm install`` in ``bench/hivemind`` (done on first use).
 """
 
@@ -35,15 +38,20 @@ from bench.backlog import BacklogSpec, write_backlog  # noqa: E402
 HIVEMIND = ROOT / "bench" / "hivemind"
 
 
-def stage_run(path: str, db: str) -> dict[str, float]:
-    """``run_files`` of ``path`` into ``db``; captures/s and peak RSS (MiB)."""
+def stage_run(path: str, db: str, jobs: str = "0") -> dict[str, float]:
+    """``run_files`` of ``path`` into ``db`` with ``jobs`` import processes; captures/s, peak RSS (MiB)
+    of this process and of the largest import process, CPU µs per capture of all of them."""
     from hivestream.runner import run_files
 
-    t0, r0 = time.perf_counter(), resource.getrusage(resource.RUSAGE_SELF)
-    rep = run_files([Path(path)], db)
-    dt, r1 = time.perf_counter() - t0, resource.getrusage(resource.RUSAGE_SELF)
-    cpu = r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime
-    return {"records": rep.captures, "rate": rep.captures / dt, "rss": r1.ru_maxrss / 1024, "cpu_us": cpu / max(rep.captures, 1) * 1e6}
+    def cpu_s(who: int) -> float:
+        r = resource.getrusage(who)
+        return r.ru_utime + r.ru_stime
+
+    t0, c0 = time.perf_counter(), cpu_s(resource.RUSAGE_SELF) + cpu_s(resource.RUSAGE_CHILDREN)
+    rep = run_files([Path(path)], db, jobs=int(jobs))
+    dt, cpu = time.perf_counter() - t0, cpu_s(resource.RUSAGE_SELF) + cpu_s(resource.RUSAGE_CHILDREN) - c0
+    return {"records": rep.captures, "rate": rep.captures / dt, "rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+            "child_rss": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024, "cpu_us": cpu / max(rep.captures, 1) * 1e6}
 
 
 def captures_json(path: Path, out: Path) -> int:
@@ -73,7 +81,8 @@ def main() -> None:
     ap.add_argument("--turns", type=int, default=50_000)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--scale", type=int, default=10)
-    ap.add_argument("--stage", nargs=2)
+    ap.add_argument("--jobs", type=int, default=2, help="import processes of the run (hivestream run --jobs); 0: one process")
+    ap.add_argument("--stage", nargs=3)
     a = ap.parse_args()
     if a.stage:
         print(json.dumps(stage_run(*a.stage)))
@@ -81,8 +90,8 @@ def main() -> None:
     if not (HIVEMIND / "node_modules" / "better-sqlite3").exists():
         subprocess.run(["npm", "install", "--no-audit", "--no-fund"], cwd=HIVEMIND, check=True)
 
-    def run_once(log: Path, d: Path, i: int) -> dict[str, float]:
-        out = subprocess.run([sys.executable, __file__, "--stage", str(log), str(d / f"run{i}.duckdb")], capture_output=True, text=True,
+    def run_once(log: Path, d: Path, i: int, jobs: int) -> dict[str, float]:
+        out = subprocess.run([sys.executable, __file__, "--stage", str(log), str(d / f"run{i}.duckdb"), str(jobs)], capture_output=True, text=True,
                              check=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
         result: dict[str, float] = json.loads(out.stdout.strip().splitlines()[-1])
         return result
@@ -93,7 +102,8 @@ def main() -> None:
         lines = write_backlog(log, BacklogSpec(turns=a.turns))
         print(f"machine: {platform.machine()}, {os.cpu_count()} cores, python {platform.python_version()}, node "
               f"{subprocess.run(['node', '--version'], capture_output=True, text=True).stdout.strip()}; backlog {lines} lines", flush=True)
-        runs = [run_once(log, d, i) for i in range(a.runs)]
+        runs = [run_once(log, d, i, a.jobs) for i in range(a.runs)]
+        single = [run_once(log, d, 10 + i, 0) for i in range(a.runs)] if a.jobs else []
         n = captures_json(log, d / "captures.json")
         anchor = []
         for i in range(a.runs):
@@ -105,20 +115,26 @@ def main() -> None:
             blog = d / "big.jsonl"
             big_lines = write_backlog(blog, BacklogSpec(turns=a.turns * a.scale, days=12 * a.scale))
             log.unlink()
-            big = run_once(blog, d, 99)
+            big = run_once(blog, d, 99, a.jobs)
             print(f"scale: {big_lines} lines", flush=True)
 
     rate = statistics.median(r["rate"] for r in runs)
     rss = max(r["rss"] for r in runs)
     hm = statistics.median(anchor)
     cpu = statistics.median(r["cpu_us"] for r in runs)
-    print(f"\nhivestream run (import, dedup, DuckDB)          {rate:>10,.0f} captures/s (median of {len(runs)}), peak RSS {rss:,.0f} MiB, "
-          f"CPU {cpu:,.1f} us/capture")
+    runs_s = ", ".join(f"{r['rate']:,.0f}" for r in runs)
+    child = max(r["child_rss"] for r in runs)
+    print(f"\nhivestream run --jobs {a.jobs} (import, dedup, DuckDB) {rate:>10,.0f} captures/s (median of {len(runs)}; runs {runs_s}), "
+          f"peak RSS {rss:,.0f} MiB (import processes {child:,.0f} MiB each at most), CPU {cpu:,.1f} us/capture (all processes)")
+    if single:
+        srate = statistics.median(r["rate"] for r in single)
+        print(f"hivestream run --jobs 0 (one process)            {srate:>10,.0f} captures/s (median of {len(single)}), "
+              f"peak RSS {max(r['rss'] for r in single):,.0f} MiB, CPU {statistics.median(r['cpu_us'] for r in single):,.1f} us/capture")
     print(f"hive-mind indexed dedup (node, better-sqlite3)   {hm:>10,.0f} captures/s (median of {len(anchor)}), {n} captures")
     print(f"ratio run / hive-mind: {rate / hm:.2f}")
     if big is not None:
-        print(f"hivestream run, {a.scale}x the input: {big['rate']:,.0f} captures/s, CPU {big['cpu_us']:,.1f} us/capture, peak RSS {big['rss']:,.0f} MiB "
-              f"-> RSS ratio {big['rss'] / rss:.2f} (target <= 1.5)")
+        print(f"hivestream run --jobs {a.jobs}, {a.scale}x the input: {big['rate']:,.0f} captures/s, CPU {big['cpu_us']:,.1f} us/capture, "
+              f"peak RSS {big['rss']:,.0f} MiB (import processes {big['child_rss']:,.0f} MiB) -> RSS ratio {big['rss'] / rss:.2f} (target <= 1.5)")
 
 
 if __name__ == "__main__":
