@@ -244,7 +244,7 @@ def main() -> None:
                     help="run only these stages and their anchors (repeatable; the worker and projector stages read what produce wrote)")
     ap.add_argument("--jobs", type=int, action="append", default=[],
                     help="also run produce with this many import processes (repeatable), e.g. --jobs 2")
-    ap.add_argument("--projector-batch", type=int, default=100_000, help="records per projector transaction (hivestream project --batch-size)")
+    ap.add_argument("--projector-batch", type=int, default=50_000, help="records per projector transaction (hivestream project --batch-size)")
     ap.add_argument("--stage")
     ap.add_argument("args", nargs="*")
     a = ap.parse_args()

@@ -77,7 +77,8 @@ def print_report(report: RunReport) -> None:
     out.print(f"[bold]hook events[/]: {report.events} ({report.captures} captures with turn text, {report.not_captures} tool/lifecycle "
               f"events, {report.events - report.captures - report.not_captures} rejected as captures)")
     out.print(f"[bold]frames out[/]: {report.frames_created}; [bold]duplicates collapsed[/]: {report.duplicates}"
-              + (f"; {report.repeated} captures were already applied (same event ids)" if report.repeated else ""))
+              + (f"; {report.repeated} captures repeated an event id already applied (the same event read twice, "
+                 "e.g. a transcript that logs one message again); they change nothing" if report.repeated else ""))
     dl = sum(report.dead_letters.values())
     detail = ", ".join(f"{k} {v}" for k, v in report.dead_letters.most_common())
     out.print(f"[bold]dead-lettered[/]: {dl}" + (f" ({detail})" if detail else ""))

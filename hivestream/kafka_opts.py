@@ -11,8 +11,8 @@ import typer
 from streams.settings import Settings
 
 BootstrapOpt = Annotated[str | None, typer.Option("--bootstrap", help="Kafka bootstrap servers (default: KAFKA_BOOTSTRAP_SERVERS or 127.0.0.1:19092)")]
-NamespaceOpt = Annotated[str | None, typer.Option("--namespace", help="topic namespace (default: hivestream)")]
-PartitionsOpt = Annotated[int | None, typer.Option("--partitions", help="partitions of the topics created (default 4)")]
+NamespaceOpt = Annotated[str | None, typer.Option("--namespace", help="topic namespace (default: HIVESTREAM_TOPIC_NAMESPACE or hivestream)")]
+PartitionsOpt = Annotated[int | None, typer.Option("--partitions", help="partitions of the topics created (default: HIVESTREAM_PARTITIONS or 4)")]
 
 
 def kafka_settings(bootstrap: str | None, namespace: str | None, partitions: int | None, **more: object) -> Settings:

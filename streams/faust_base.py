@@ -17,9 +17,11 @@ step is idempotent (at-least-once).
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+import os
+import sys
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, MutableMapping
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 from weakref import WeakKeyDictionary
 
 import faust
@@ -349,9 +351,24 @@ def changelog_specs(*tables: Any) -> list[TopicSpec]:
     return [TopicSpec(t.changelog_topic_name, t.partitions, {"cleanup.policy": "compact", "segment.ms": "3600000"}) for t in tables if t is not None]
 
 
+def plain_logs_unless_tty(stream: IO[str], environ: MutableMapping[str, str]) -> bool:
+    """Ask for logs without terminal colour codes when ``stream`` is not a terminal; True if asked.
+
+    mode configures ``colorlog`` without a stream, so its formatter cannot see that stderr is a
+    file or a pipe and writes escape codes into log files; ``colorlog`` honours ``NO_COLOR``
+    (https://no-color.org), which is set here unless the user set it or ``FORCE_COLOR``.
+    """
+    if stream.isatty() or "FORCE_COLOR" in environ or "NO_COLOR" in environ:
+        return False
+    environ["NO_COLOR"] = "1"
+    return True
+
+
 def run_app(app: faust.App, loglevel: str = "warning") -> None:
     """Run a faust worker for ``app`` until it is stopped (SIGTERM/SIGINT); blocks."""
     from faust.worker import Worker
+
+    plain_logs_unless_tty(sys.stderr, os.environ)
 
     class _Worker(Worker):  # type: ignore[misc]
         def on_setup_root_logger(self, logger: logging.Logger, level: int) -> None:

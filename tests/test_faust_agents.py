@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import io
 import json
+import logging
+import os
 from typing import Any
+from unittest import mock
 from unittest.mock import AsyncMock
 
+import colorlog
 import pytest
 
 from streams.events import from_prefixed
-from streams.faust_base import run_before_commit
+from streams.faust_base import plain_logs_unless_tty, run_before_commit
 from streams.frames.codec import frame_event_from_json
 from streams.frames.worker import create_app
 from streams.settings import Settings
@@ -131,3 +136,24 @@ def test_each_running_worker_claims_its_own_state_directory(tmp_path: Any) -> No
     code = "import sys; from pathlib import Path; from streams.workdir import claim_worker_dir; print(claim_worker_dir(Path(sys.argv[1]), 'app').name)"
     res = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, check=True)
     assert res.stdout.strip() == "worker-2"
+
+
+def test_worker_logs_have_no_colour_codes_when_piped() -> None:
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    env: dict[str, str] = {}
+    assert plain_logs_unless_tty(io.StringIO(), env) and env == {"NO_COLOR": "1"}
+    tty_env: dict[str, str] = {}
+    assert not plain_logs_unless_tty(Tty(), tty_env) and tty_env == {}
+    forced = {"FORCE_COLOR": "1"}
+    assert not plain_logs_unless_tty(io.StringIO(), forced) and "NO_COLOR" not in forced
+    fmt = colorlog.ColoredFormatter("%(log_color)s%(message)s")  # the formatter mode configures, without a stream
+    rec = logging.LogRecord("x", logging.WARNING, __file__, 1, "hello", None, None)
+    with mock.patch.dict(os.environ, {}, clear=False):
+        os.environ.pop("NO_COLOR", None)
+        os.environ.pop("FORCE_COLOR", None)
+        assert fmt.format(rec) != "hello"  # colour codes by default
+        os.environ.update(env)
+        assert fmt.format(rec) == "hello"
