@@ -12,10 +12,12 @@ from __future__ import annotations
 import zlib
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from itertools import groupby
 from operator import itemgetter
 from pathlib import Path
+from typing import Any
 
 from projections.memory_calls import MemoryCallPass
 from projections.sink import DuckSink
@@ -24,6 +26,7 @@ from streams.deadletter import DeadLetter
 from streams.frames.capture_import import CaptureOptions, ImportTask, Outcome, file_tasks, import_task, outcomes, received, rejection
 from streams.frames.dedup import DedupCore, FrameEvent
 from streams.importers.files import Item, detect_format, import_file, read_lines
+from streams.memory_tools import MemoryToolCall
 from streams.ordered_pool import OrderedPool
 from streams.settings import Settings
 from streams.state import TrackedState
@@ -101,10 +104,20 @@ class EmbeddedRunner:
         )
         self.report = RunReport(db=str(db))
         self.memory = MemoryCallPass(self.sink.con)  # issue 12: memory_tool_calls (the read side of memory)
+        self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="run-write")
+        self._pending: Future[None] | None = None
 
     def close(self) -> None:
-        """Close the DuckDB file."""
-        self.sink.close()
+        """Wait for the batch being written, then checkpoint and close the DuckDB file.
+
+        Raises:
+            duckdb.Error: when that last write failed (the file is closed all the same).
+        """
+        try:
+            self._wait()
+        finally:
+            self._writer.shutdown(wait=True)
+            self.sink.close()
 
     def options(self) -> CaptureOptions:
         """The stateless import's options (:mod:`streams.frames.capture_import`) for these settings."""
@@ -155,6 +168,7 @@ class EmbeddedRunner:
         Outcomes at offsets below the stored position of ``origin`` are skipped; a batch is cut
         only between offsets, so each offset's events commit together with the position.
         """
+        self._wait()
         start = self.sink.position(origin)
         events: list[FrameEvent] = []
         dls: list[DeadLetter] = []
@@ -194,14 +208,40 @@ class EmbeddedRunner:
                 r.dead_letters[str(err.reason)] += 1
         if last_off >= 0:
             self._flush(events, dls, origin, last_off + 1)
+        self._wait()
 
     def _flush(self, events: list[FrameEvent], dls: list[DeadLetter], origin: str, next_off: int) -> None:
+        """Hand the batch to the writer thread and go on deduplicating the next one.
+
+        The batch's state changes and memory tool calls are taken now, so the transaction holds
+        exactly the state after the batch's last capture with the batch's position (a crash
+        applies all of it or none). One batch is written at a time, in order: this waits for the
+        previous one first. DuckDB runs the statements without the GIL, and a commit waits for
+        the disk, so the write overlaps the dedup of the next batch.
+        """
         assert isinstance(self.core.state, TrackedState)
-        self.memory.flush()  # issue 12: before the positions commit (idempotent on event id)
-        frames, dups, _dead = self.sink.apply_batch(events, dls, {(origin, 0): next_off}, self.core.state.drain())
+        changes = self.core.state.drain()
+        calls, self.memory.pending = self.memory.pending, []
+        self._wait()
+        self._pending = self._writer.submit(self._write, events, dls, {(origin, 0): next_off}, changes, calls)
+
+    def _write(self, events: list[FrameEvent], dls: list[DeadLetter], positions: dict[tuple[str, int], int],
+               changes: tuple[dict[str, Any], list[str]], calls: list[MemoryToolCall]) -> None:
+        frames, dups, _dead = self.sink.apply_batch(events, dls, positions, changes, calls)  # issue 12: the calls too
+        self.memory.written += len(calls)
         self.report.frames_created += frames
         self.report.duplicates += dups
         self.report.repeated += len(events) - frames - dups
+
+    def _wait(self) -> None:
+        """Wait until no batch is being written.
+
+        Raises:
+            duckdb.Error, pyarrow.ArrowException: from the write (its transaction was rolled back).
+        """
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            pending.result()
 
 
 def run_files(
