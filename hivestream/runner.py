@@ -23,7 +23,8 @@ from projections.memory_calls import MemoryCallPass
 from projections.sink import DuckSink
 from streams.clock import Clock, wall_clock_ms
 from streams.deadletter import DeadLetter
-from streams.frames.capture_import import CaptureOptions, ImportTask, Outcome, file_tasks, import_task, outcomes, received, rejection
+from streams.frames.capture import Capture
+from streams.frames.capture_import import CaptureOptions, ImportTask, Outcome, file_tasks, import_task, outcomes, rejection
 from streams.frames.dedup import DedupCore, FrameEvent
 from streams.importers.files import Item, detect_format, import_file, read_lines
 from streams.memory_tools import MemoryToolCall
@@ -158,7 +159,7 @@ class EmbeddedRunner:
                     yield i, t
 
         for i, group in groupby(pool.map(tasks()), key=itemgetter(0)):
-            self.run_outcomes(origin_of(paths[i]), received(o for _, outs in group for o in outs))
+            self.run_outcomes(origin_of(paths[i]), (o for _, outs in group for o in outs))
             if on_file:
                 on_file(paths[i])
 
@@ -175,6 +176,7 @@ class EmbeddedRunner:
         last_off = -1
         r = self.report
         pending_calls = self.memory.pending
+        process, make = self.core.process, Capture._make
         for off, kind, raw, payload, call in outs:
             if off < start:
                 r.skipped += 1
@@ -190,7 +192,7 @@ class EmbeddedRunner:
                 r.events += 1
                 if call is not None:
                     pending_calls.append(call)  # issue 12
-                events.append(self.core.process(payload))
+                events.append(process(payload if type(payload) is Capture else make(payload)))  # a plain tuple from a pool
                 r.captures += 1
             elif kind == "n":
                 r.events += 1

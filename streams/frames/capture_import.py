@@ -22,7 +22,7 @@ from typing import Any
 
 from streams.body_hash import KeyStrategy
 from streams.deadletter import Reason, RejectedInput
-from streams.frames.capture import DEFAULT_MAX_BODY_BYTES, Capture, to_capture
+from streams.frames.capture import DEFAULT_MAX_BODY_BYTES, to_capture
 from streams.importers.files import Item, import_file, import_hook_events, split_lines
 from streams.memory_tools import DEFAULT_RULES, MemoryToolCall, ToolRule, memory_call
 
@@ -125,7 +125,7 @@ def import_task(job: tuple[int, ImportTask]) -> tuple[int, list[Outcome]]:
     Returns:
         (the tag, the task's outcomes with the file's line offsets); a capture's payload is a
         plain tuple of its fields (a tuple pickles in 0.5 µs, a named tuple or dataclass in 4 to
-        8 µs): :func:`received` makes it a :class:`Capture` again.
+        8 µs); the runner makes it a :class:`Capture` again.
 
     Raises:
         OSError: when a session file cannot be read.
@@ -134,9 +134,3 @@ def import_task(job: tuple[int, ImportTask]) -> tuple[int, list[Outcome]]:
     items = import_file(Path(path), gateway=gateway, fmt=fmt)[1] if data is None else import_hook_events(split_lines(data), start=first)
     return tag, [(o[0], "c", None, tuple(o[3]), o[4]) if o[1] == "c" else o for o in outcomes(items, opts, file_id)]
 
-
-def received(outs: Iterable[Outcome]) -> Iterator[Outcome]:
-    """The outcomes of :func:`import_task` with each capture's fields made a :class:`Capture` again."""
-    make = Capture._make
-    for o in outs:
-        yield (o[0], "c", None, make(o[3]), o[4]) if o[1] == "c" else o
