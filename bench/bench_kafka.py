@@ -31,6 +31,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -115,16 +116,21 @@ def stage_projector(bootstrap: str, namespace: str, version: str, batch: str = "
     return {"records": rep.records, "rate": rep.records / dt, "rss": peak_rss_mib(), "cpu_us": cpu / max(rep.records, 1) * 1e6}
 
 
-def stage_raw_consume(bootstrap: str, topic: str) -> dict[str, float]:
-    """Consume ``topic`` from offset 0 to its end with the projector's client; records/s."""
+def reader_from_start(bootstrap: str, topic: str, client_id: str) -> tuple[Any, list[Any], dict[Any, int]]:
+    """The projector's client assigned every partition of ``topic`` at offset 0: (reader, partitions, end offsets)."""
     from projections.consumer import PartitionReader, TopicPartition
 
-    c = PartitionReader(bootstrap, client_id="bench-raw")
+    c = PartitionReader(bootstrap, client_id=client_id)
     tps = [TopicPartition(topic, p) for p in c.partitions(topic)]
     c.assign(tps)
     for tp in tps:
         c.seek_to_beginning(tp)
-    ends = c.end_offsets(tps)
+    return c, tps, c.end_offsets(tps)
+
+
+def stage_raw_consume(bootstrap: str, topic: str) -> dict[str, float]:
+    """Consume ``topic`` from offset 0 to its end with the projector's client; records/s."""
+    c, tps, ends = reader_from_start(bootstrap, topic, "bench-raw")
     n, t0, c0 = 0, time.perf_counter(), cpu_s()
     pos = dict.fromkeys(tps, 0)
     while any(pos[tp] < ends[tp] for tp in tps):
@@ -143,16 +149,10 @@ def stage_append_floor(bootstrap: str, topic: str, batch: str = "20000") -> dict
     import duckdb
     import pyarrow as pa
 
-    from projections.consumer import PartitionReader, TopicPartition
     from projections.frame_decode import decode_frame_records
     from projections.sink import CAPTURE_SCHEMA
 
-    c = PartitionReader(bootstrap, client_id="bench-floor")
-    tps = [TopicPartition(topic, p) for p in c.partitions(topic)]
-    c.assign(tps)
-    for tp in tps:
-        c.seek_to_beginning(tp)
-    ends = c.end_offsets(tps)
+    c, tps, ends = reader_from_start(bootstrap, topic, "bench-floor")
     size = int(batch)
     with tempfile.TemporaryDirectory() as d:
         con = duckdb.connect(str(Path(d) / "floor.duckdb"), config={"memory_limit": "256MB"})
