@@ -40,7 +40,7 @@ from streams.events import HookEvent  # noqa: E402
 from streams.experiences import redact as redact_mod  # noqa: E402
 from streams.experiences import scrub as scrub_mod  # noqa: E402
 from streams.experiences.from_hooks import KbDeriver  # noqa: E402
-from streams.experiences.redact import RedactionMode, Redacted  # noqa: E402
+from streams.experiences.redact import Redacted, RedactionMode  # noqa: E402
 from streams.experiences.scrub import scrub_kb_event  # noqa: E402
 from streams.experiences.settings import KbSettings  # noqa: E402
 from streams.keying import hook_event_key  # noqa: E402
