@@ -19,6 +19,11 @@ are never read as a phone number. A placeholder is never matched by any rule, an
 repeated until it replaces nothing, which makes the result a fixed point (a replacement can
 change a neighbour's context, e.g. ``alice@example.com/home/bob``).
 
+The rules are in :mod:`streams.experiences.redact_rules`. A pass skips the rules that cannot match
+the text (most strings are short and match none): three family gates and each rule's own
+literals / trigger decide that, cheaper than the rules' scans; the result is the same as running
+every rule (``_redact_reference``, checked by ``tests/test_redact_fast.py``).
+
 Deliberately not detected (precision over recall, or out of scope): personal names, postal
 addresses, IP addresses, IBANs / social-security numbers, card numbers outside the 2–6 IIN
 ranges or failing the Luhn check, a number that is a card's by chance (a 13–19-digit id starting
@@ -42,7 +47,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Final
 
-from streams.experiences.redact_rules import PLACEHOLDER_RE, RULES, PiiKind, Rule, families, placeholder
+from streams.experiences.redact_rules import PLACEHOLDER_RE, RULES, Family, PiiKind, Rule, families, placeholder
 
 __all__ = [
     "PLACEHOLDER_RE",
@@ -103,8 +108,8 @@ class _Compiled:
 _COMPILED: Final = tuple(
     _Compiled(i, r, int(r.family), r.kind.value, placeholder(r.kind), "secret" in r.pattern.groupindex) for i, r in enumerate(RULES)
 )
-# Bit mask of families -> the rules of those families, in rule order.
-_BY_MASK: Final = {mask: tuple(c for c in _COMPILED if c.family & mask) for mask in range(8)}
+# Bit mask of families (every combination) -> the rules of those families, in rule order.
+_BY_MASK: Final = {mask: tuple(c for c in _COMPILED if c.family & mask) for mask in range(1 << len(Family))}
 
 
 def _replace(c: _Compiled, text: str, counts: Counter[str]) -> str:
