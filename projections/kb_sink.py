@@ -1,10 +1,13 @@
 """The KnowHub projection's writer: one transaction per batch with its rows and positions.
 
-Rows are loaded as Arrow tables with ``INSERT … SELECT`` (``ON CONFLICT DO NOTHING``: every row
-is keyed by its event id, so a record applied twice changes nothing); then the ``experiences``
-rows of the touched experience ids are derived again from the submissions and reviews
-(:data:`projections.kb_schema.REFRESH_EXPERIENCES`). The dedup state and the reminder counters
-are stored in the same transaction, so a restarted runner or projector resumes with both.
+Every table's rows are loaded as one Arrow table per batch with one ``INSERT … SELECT`` (DuckDB's
+``executemany`` prepares and runs a statement per row). Inserts are ``ON CONFLICT DO NOTHING``:
+every row is keyed by its event id, so a record applied twice changes nothing; within a batch the
+first row per key is kept (``QUALIFY row_number() … = 1``, as ``executemany`` did, since DuckDB
+rejects a key twice in one statement). Then the ``experiences`` rows of the touched experience ids
+are derived again from the submissions and reviews (:data:`projections.kb_schema.REFRESH_EXPERIENCES`).
+The dedup state and the reminder counters are stored in the same transaction, so a restarted
+runner or projector resumes with both.
 """
 
 from __future__ import annotations
@@ -32,6 +35,30 @@ _TEL_SCHEMA = pa.schema([
     ("agent_filter", pa.string()), ("hit_count", pa.int32()), ("experience_ref", pa.string()), ("trigger", pa.string()), ("llm_call", pa.int32()),
     ("runtime", pa.string()), ("event_time_ms", pa.int64()),
 ])
+
+
+_RED_SCHEMA = pa.schema([("event_id", pa.string()), ("kind", pa.string()), ("n", pa.int32())])
+_REV_SCHEMA = pa.schema([
+    ("event_id", pa.string()), ("experience_id", pa.string()), ("decision", pa.string()), ("reviewer", pa.string()), ("reason", pa.string()),
+    ("event_time_ms", pa.int64()),
+])
+_DL_SCHEMA = pa.schema([
+    ("input", pa.string()), ("src_offset", pa.int64()), ("event_key", pa.string()), ("reason", pa.string()), ("detail", pa.string()),
+    ("original", pa.binary()), ("time_ms", pa.int64()),
+])
+
+
+def _load(con: duckdb.DuckDBPyConnection, table: pa.Table, sql: str) -> None:
+    """Run ``sql`` (which reads the view ``_rows``) with ``table`` registered as ``_rows``.
+
+    Raises:
+        duckdb.Error: on a database failure (the view is unregistered either way).
+    """
+    con.register("_rows", table)
+    try:
+        con.execute(sql)
+    finally:
+        con.unregister("_rows")
 
 
 class KbSink:
@@ -87,40 +114,48 @@ class KbSink:
         con.execute("BEGIN TRANSACTION")
         try:
             if b.submissions:
-                con.register("_s", pa.Table.from_pylist(b.submissions, schema=_SUB_SCHEMA))
-                con.execute("INSERT INTO experience_submissions SELECT * FROM _s QUALIFY row_number() OVER (PARTITION BY event_id) = 1 ON CONFLICT DO NOTHING")
-                con.unregister("_s")
+                _load(con, pa.Table.from_pylist(b.submissions, schema=_SUB_SCHEMA),
+                      "INSERT INTO experience_submissions SELECT * FROM _rows QUALIFY row_number() OVER (PARTITION BY event_id) = 1 ON CONFLICT DO NOTHING")
             if b.redactions:
-                con.executemany("INSERT INTO experience_redactions VALUES (?, ?, ?) ON CONFLICT DO NOTHING", [list(r) for r in b.redactions])
+                ev, kind, n = zip(*b.redactions, strict=True)
+                _load(con, pa.table([list(ev), list(kind), list(n)], schema=_RED_SCHEMA),
+                      "INSERT INTO experience_redactions SELECT * FROM _rows QUALIFY row_number() OVER (PARTITION BY event_id, kind) = 1 "
+                      "ON CONFLICT DO NOTHING")
             if b.reviews:
-                con.executemany("INSERT INTO experience_reviews VALUES ($event_id, $experience_id, $decision, $reviewer, $reason, $event_time_ms) "
-                                "ON CONFLICT DO NOTHING", b.reviews)
+                _load(con, pa.Table.from_pylist(b.reviews, schema=_REV_SCHEMA),
+                      "INSERT INTO experience_reviews SELECT * FROM _rows QUALIFY row_number() OVER (PARTITION BY event_id) = 1 ON CONFLICT DO NOTHING")
             if b.telemetry:
-                con.register("_t", pa.Table.from_pylist(b.telemetry, schema=_TEL_SCHEMA))
-                con.execute("INSERT INTO kb_telemetry SELECT * FROM _t QUALIFY row_number() OVER (PARTITION BY event_id) = 1 ON CONFLICT DO NOTHING")
-                con.unregister("_t")
+                _load(con, pa.Table.from_pylist(b.telemetry, schema=_TEL_SCHEMA),
+                      "INSERT INTO kb_telemetry SELECT * FROM _rows QUALIFY row_number() OVER (PARTITION BY event_id) = 1 ON CONFLICT DO NOTHING")
             if b.dead_letters:
-                con.executemany("INSERT INTO kb_dead_letters VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
-                                [[f"{d.source}[{d.partition}]", d.offset, d.event_id, str(d.reason), d.detail, d.original(), d.time_ms]
-                                 for d in b.dead_letters])
+                cols = list(zip(*[(f"{d.source}[{d.partition}]", d.offset, d.event_id, str(d.reason), d.detail, d.original(), d.time_ms)
+                                  for d in b.dead_letters], strict=True))
+                _load(con, pa.table([list(c) for c in cols], schema=_DL_SCHEMA),
+                      "INSERT INTO kb_dead_letters SELECT * FROM _rows QUALIFY row_number() OVER (PARTITION BY input, src_offset, event_key) = 1 "
+                      "ON CONFLICT DO NOTHING")
             if b.touched:
                 con.register("_touched", pa.table({"id": sorted(b.touched)}))
                 con.execute(REFRESH_EXPERIENCES)
                 con.unregister("_touched")
             if b.hooks:
-                con.executemany("INSERT INTO kb_hooks_seen VALUES (?) ON CONFLICT DO NOTHING", [[h] for h in b.hooks])
+                _load(con, pa.table({"event_id": b.hooks}), "INSERT INTO kb_hooks_seen SELECT DISTINCT event_id FROM _rows ON CONFLICT DO NOTHING")
             if counters is not None:
                 con.execute("DELETE FROM kb_reminder_counters")
                 if counters:
-                    con.executemany("INSERT INTO kb_reminder_counters VALUES (?, ?)", [[k, int(v)] for k, v in sorted(counters.items())])
-            upserts, deletes = b.state_changes
+                    keys = sorted(counters)
+                    _load(con, pa.table({"session_key": keys, "n": pa.array([int(counters[k]) for k in keys], pa.int32())}),
+                          "INSERT INTO kb_reminder_counters SELECT * FROM _rows")
+            upserts, deletes = b.state_changes  # a dict and the keys no longer in it: each key once
             if upserts:
-                con.executemany("INSERT OR REPLACE INTO kb_dedup_state VALUES (?, ?)", [[k, json.dumps(v)] for k, v in upserts.items()])
+                _load(con, pa.table({"dedup_key": list(upserts), "value": [json.dumps(v) for v in upserts.values()]}),
+                      "INSERT OR REPLACE INTO kb_dedup_state SELECT * FROM _rows")
             if deletes:
-                con.executemany("DELETE FROM kb_dedup_state WHERE dedup_key = ?", [[k] for k in deletes])
+                _load(con, pa.table({"dedup_key": list(deletes)}), "DELETE FROM kb_dedup_state WHERE dedup_key IN (SELECT dedup_key FROM _rows)")
             if positions:
-                con.executemany("""INSERT INTO kb_positions VALUES (?, ?, ?) ON CONFLICT DO UPDATE
-                                   SET next_offset = greatest(next_offset, excluded.next_offset)""", [[i, p, o] for (i, p), o in positions.items()])
+                pos = pa.table({"input": [i for i, _p in positions], "src_partition": pa.array([p for _i, p in positions], pa.int32()),
+                                "next_offset": pa.array(list(positions.values()), pa.int64())})
+                _load(con, pos, """INSERT INTO kb_positions SELECT * FROM _rows ON CONFLICT DO UPDATE
+                                   SET next_offset = greatest(next_offset, excluded.next_offset)""")
             con.execute("COMMIT")
         except BaseException:
             con.execute("ROLLBACK")

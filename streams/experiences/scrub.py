@@ -22,7 +22,7 @@ from streams.experiences.redact import RedactionMode, redact
 COUNTS_KEY = "hivestream_redactions"
 MAX_SCRUB_CHARS = 65_536
 """A string of a KnowHub payload longer than this is cut to it (with a marker) before redaction:
-redaction runs at about 1 MB/s, no experience field may exceed 8,000 characters, and the
+redaction runs at about 2.5 MB/s, no experience field may exceed 8,000 characters, and the
 extractor keeps only the last 24,000 characters of a transcript, so a huge string can only be
 rejected or trimmed later; cutting it first keeps one record from stalling a partition."""
 _PLUGIN = {"after_tool_call", "before_agent_start", "before_prompt_build", "agent_end"}
