@@ -257,3 +257,71 @@ def test_split_lines_reads_as_the_file_iterator(tmp_path: Path) -> None:
         p = tmp_path / "f"
         p.write_bytes(data)
         assert split_lines(data) == list(read_lines(p)), data
+
+
+class _Str(str):
+    """A str subclass: validation turns it into a str, so the fast constructor must leave it to pydantic."""
+
+
+class _Dict(dict[str, Any]):
+    """A dict subclass for ``raw`` (validation gives a plain dict)."""
+
+
+TEXT = st.one_of(st.text(max_size=6), st.sampled_from(["", "a b", "x]y", "\ud800", "é", "s" * 101, "e" * 201]), st.builds(_Str, st.text(max_size=3)))
+OPT_TEXT = st.one_of(st.none(), TEXT, st.integers(0, 3))
+RAW = st.one_of(
+    st.none(),
+    st.dictionaries(st.text(max_size=4), JSONISH, max_size=3),
+    st.builds(_Dict, st.dictionaries(st.text(max_size=3), st.integers(), max_size=2)),
+    st.just({1: "non-str key"}),
+    st.just(["not", "a", "dict"]),
+)
+FIELDS = st.fixed_dictionaries(
+    {"event_id": TEXT, "source": TEXT, "event_type": TEXT, "event_time_ms": st.one_of(st.integers(-1, 253402300800000), st.booleans(), st.just(1.0))},
+    optional={
+        "native_event": OPT_TEXT, "session": OPT_TEXT, "parent": OPT_TEXT, "project": OPT_TEXT, "body": OPT_TEXT, "content": OPT_TEXT,
+        "importance": st.sampled_from(["normal", "critical", "deprecated", "bogus", None]), "raw": RAW,
+        "gateway": st.sampled_from([None, "gw"]), "unknown_field": st.just(1),
+    },
+)
+
+
+def built(fields: dict[str, Any]) -> Any:
+    """Everything a constructed event is made of (values with their types), or the error's type."""
+    from pydantic import ValidationError
+
+    from streams.event_build import new_event
+
+    try:
+        ev = new_event(**fields)
+    except ValidationError as e:
+        return ("invalid", e.error_count())
+    d = ev.__dict__
+    return (list(d.items()), [type(v) for v in d.values()], ev.model_fields_set, ev.__pydantic_extra__, ev.__pydantic_private__,
+            d["raw"] is not None and d["raw"] is fields.get("raw"))
+
+
+@settings(max_examples=500, deadline=None)
+@given(FIELDS)
+def test_new_event_equals_validated_event(fields: dict[str, Any]) -> None:
+    """The adapters' constructor: skipping validation gives exactly the validated event (or the same
+    ValidationError through the fallback), for valid fields and for every kind of field pydantic
+    would convert, rewrite or reject."""
+    fast, model = both(built, fields)
+    assert fast == model
+
+
+def test_new_event_takes_the_fast_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A well-formed event is built without pydantic's validator (else the comparison above proves nothing)."""
+    from streams import event_build
+
+    def boom(*_a: Any, **_k: Any) -> Any:
+        raise AssertionError("validated")
+
+    monkeypatch.setattr(event_build, "HookEvent", type("Boom", (), {"__new__": boom}))
+    monkeypatch.setattr(event_build, "_new", HookEvent.__new__)
+    ev = event_build.new_event(event_id="e1", source="codex", event_type="stop", session="s 1", event_time_ms=5, body="b", raw={"k": [1]})
+    assert type(ev) is HookEvent and ev.session == "s_1"
+    assert ev.model_fields_set == {"event_id", "source", "event_type", "session", "event_time_ms", "body", "raw"}
+    assert ev.to_json() == (b'{"schema_version":1,"event_id":"e1","source":"codex","event_type":"stop","session":"s_1",'
+                            b'"event_time_ms":5,"body":"b","importance":"normal","raw":{"k":[1]}}')

@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from streams.adapters.common import opt_str, req_str
+from streams.event_build import new_event
 from streams.events import PROMPT, STOP, SUBAGENT_STOP, HookEvent, kebab, stable_id
 
 _BODY_FIELD = {
@@ -52,7 +53,7 @@ def adapt_backend_hook(payload: dict[str, Any], event_time_ms: int, source: str,
     cwd = opt_str(payload, "cwd")
     project = cwd.rstrip("/").rsplit("/", 1)[-1] if cwd and cwd.strip("/") else None
     native_id = payload.get("tool_use_id") or payload.get("turn_id") or ""
-    return HookEvent(
+    return new_event(
         event_id=stable_id(source, session_id, agent_id, name, event_time_ms, native_id, body),
         source=source,
         event_type=_TYPE.get(name) or kebab(name),

@@ -14,6 +14,7 @@ from typing import Any
 
 from streams.adapters.common import opt_str
 from streams.deadletter import Reason, RejectedInput
+from streams.event_build import new_event
 from streams.events import PROMPT, STOP, HookEvent, stable_id
 
 _TYPES = {"received": PROMPT, "sent": STOP}
@@ -46,7 +47,7 @@ def adapt_openclaw(payload: dict[str, Any], event_time_ms: int, *, raw: dict[str
     if content is None:
         raise RejectedInput(Reason.MISSING_FIELD, "OpenClaw event has no context.content")
     mid = opt_str(ctx, "messageId") or ""
-    return HookEvent(
+    return new_event(
         event_id=stable_id("openclaw", sid, action, event_time_ms, mid, content),
         source="openclaw",
         event_type=_TYPES[action],
