@@ -325,3 +325,28 @@ def test_new_event_takes_the_fast_path(monkeypatch: pytest.MonkeyPatch) -> None:
     assert ev.model_fields_set == {"event_id", "source", "event_type", "session", "event_time_ms", "body", "raw"}
     assert ev.to_json() == (b'{"schema_version":1,"event_id":"e1","source":"codex","event_type":"stop","session":"s_1",'
                             b'"event_time_ms":5,"body":"b","importance":"normal","raw":{"k":[1]}}')
+
+
+def test_blocks_hold_the_records_in_order(backlog: Path) -> None:
+    """What the sender takes: the blocks of ``produce`` (one process and pooled) concatenate to its
+    records, each block one topic, placed records keep their partitions."""
+    from streams import import_pool
+    from streams.producer import Block, blocks_of, hook_blocks
+
+    def flat(blocks: list[Block]) -> list[Any]:
+        out: list[Any] = []
+        for topic, keys, values, parts in blocks:
+            assert len(keys) == len(values) and (parts is None or len(parts) == len(keys))
+            out += [(topic, k, v) if parts is None else (topic, k, v, p) for k, v, p in zip(keys, values, parts or [None] * len(keys), strict=True)]
+        return out
+
+    one, _ = records([backlog], False)
+    assert flat(list(blocks_of(one))) == one
+    assert flat(list(hook_blocks([backlog], Topics("fast"), ProduceReport(), now_ms=lambda: 1_790_000_000_000))) == one
+    with import_pool.ImportPool(2) as pool:
+        pooled = list(hook_blocks([backlog], Topics("fast"), ProduceReport(), now_ms=lambda: 1_790_000_000_000, pool=pool))
+    assert flat(pooled) == one
+    assert any(b[0] == "fast.dead-letter" for b in pooled) and max(len(b[1]) for b in pooled) > 100
+    mixed = [("a", b"k", b"1"), ("a", b"k", b"2", 3), ("a", b"k", b"3", 0), ("b", b"k", b"4"), ("a", b"j", b"5")]
+    assert flat(list(blocks_of(mixed))) == mixed
+    assert [len(b[1]) for b in blocks_of(mixed)] == [1, 2, 1, 1]
