@@ -23,6 +23,7 @@ parent then holds no event loop or broker connection yet).
 from __future__ import annotations
 
 import multiprocessing
+import os
 from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -114,6 +115,32 @@ def run_task(task: Task) -> TaskResult:
             assert isinstance(rec, ItemRejected)
             dead.append((len(keys), off, raw, str(rec.err.reason), rec.err.detail, rec.event_id))
     return n_lines, keys, b"".join(values), ends, dead
+
+
+AUTO_MIN_BYTES = 4 * CHUNK_BYTES
+"""Below this much input (bytes, all files) ``produce`` imports in its own process by default."""
+
+
+def auto_jobs(paths: list[Path], cores: int | None = None) -> int:
+    """The default ``--jobs`` of ``produce``: one import process per usable core when there are at
+    least two cores and ``paths`` hold at least :data:`AUTO_MIN_BYTES`, else 0 (import in the
+    sending process; forking would cost more than it saves).
+
+    On 2 cores with the broker beside them the pool imports the generated 200,000-event backlog
+    at 1.4 times the one-process rate (bench/RESULTS.md); the records and their order are the same.
+
+    Args:
+        paths: the input files.
+        cores: usable cores; default: this process's CPU affinity.
+
+    Raises:
+        OSError: when a file cannot be stat'ed.
+    """
+    if cores is None:
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    if cores < 2 or sum(p.stat().st_size for p in paths) < AUTO_MIN_BYTES:
+        return 0
+    return cores
 
 
 def _ready() -> int:

@@ -350,3 +350,19 @@ def test_blocks_hold_the_records_in_order(backlog: Path) -> None:
     mixed = [("a", b"k", b"1"), ("a", b"k", b"2", 3), ("a", b"k", b"3", 0), ("b", b"k", b"4"), ("a", b"j", b"5")]
     assert flat(list(blocks_of(mixed))) == mixed
     assert [len(b[1]) for b in blocks_of(mixed)] == [1, 2, 1, 1]
+
+
+def test_auto_jobs_one_per_core_for_large_inputs(tmp_path: Path) -> None:
+    """``produce``'s default ``--jobs``: a process per core from AUTO_MIN_BYTES of input on, else none."""
+    from streams.import_pool import AUTO_MIN_BYTES, auto_jobs
+
+    small, big = tmp_path / "small.jsonl", tmp_path / "big.jsonl"
+    small.write_bytes(b"{}\n")
+    with big.open("wb") as f:
+        f.truncate(AUTO_MIN_BYTES - 2)
+    assert auto_jobs([small], cores=2) == 0
+    assert auto_jobs([small, big], cores=2) == 2
+    assert auto_jobs([small, big], cores=4) == 4
+    assert auto_jobs([big], cores=2) == 0  # two bytes short
+    assert auto_jobs([small, big], cores=1) == 0
+    assert auto_jobs([small]) == 0
