@@ -77,6 +77,22 @@ def new_event(**fields: Unpack[EventFields]) -> HookEvent:
 
 def _trusted(fields: EventFields) -> HookEvent | None:
     """The event built without validation, or None when any field needs pydantic."""
+    d = checked_fields(fields)
+    if d is None:
+        return None
+    ev = _new(_EVENT)
+    _set_dict(ev, "__dict__", d)
+    _set_fields_set(ev, set(fields))
+    _set_extra(ev, None)
+    _set_private(ev, None)
+    return ev
+
+
+def checked_fields(fields: EventFields) -> dict[str, Any] | None:
+    """The ``__dict__`` ``HookEvent(**fields)`` would get (every field in declaration order, defaults
+    filled in, prefix tokens rewritten, ``raw`` copied), or None when a field is not already of the
+    type and range validation accepts unchanged (then only ``HookEvent(**fields)`` can tell).
+    Pure; ``fields`` is not changed."""
     d = {**_TEMPLATE, **fields}
     if len(d) != len(_TEMPLATE):
         return None  # an unknown field: pydantic rejects it (extra="forbid")
@@ -114,9 +130,4 @@ def _trusted(fields: EventFields) -> HookEvent | None:
         _safe[tokens] = safe
     if not safe:
         safe_tokens(d)
-    ev = _new(_EVENT)
-    _set_dict(ev, "__dict__", d)
-    _set_fields_set(ev, set(fields))
-    _set_extra(ev, None)
-    _set_private(ev, None)
-    return ev
+    return d

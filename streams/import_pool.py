@@ -33,8 +33,9 @@ from types import TracebackType
 
 from streams.deadletter import RejectedInput
 from streams.experiences.redact import RedactionMode
-from streams.importers.files import detect_format, import_file, import_hook_events, read_lines
-from streams.producer import ItemRejected, encode_item
+from streams.fast_records import encode_lines
+from streams.importers.files import detect_format, import_file, read_lines
+from streams.producer import ItemRejected, encode_items
 
 CHUNK_BYTES = 1_048_576
 """Target size of one hook-event task (about 1,800 lines of the generated backlog)."""
@@ -90,13 +91,13 @@ def run_task(task: Task) -> TaskResult:
     """
     path, fmt, start, end, gateway, mode = task
     if end < 0:
-        items = import_file(Path(path), gateway=gateway, fmt=fmt)[1]
+        encoded = encode_items(import_file(Path(path), gateway=gateway, fmt=fmt)[1], mode)
         n_lines = 0
     else:
         with open(path, "rb") as f:
             f.seek(start)
             lines = split_lines(f.read(end - start))
-        items = import_hook_events(lines)
+        encoded = encode_lines(lines, mode)
         n_lines = len(lines)
     keys: list[bytes] = []
     values: list[bytes] = []
@@ -104,8 +105,7 @@ def run_task(task: Task) -> TaskResult:
     dead: list[Dead] = []
     add_key, add_value, add_end = keys.append, values.append, ends.append
     end = 0
-    for off, raw, item in items:
-        rec = encode_item(item, mode)
+    for off, raw, rec in encoded:
         if type(rec) is tuple:
             add_key(rec[0])
             add_value(rec[1])

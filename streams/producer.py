@@ -29,7 +29,7 @@ from streams.deadletter import DeadLetter, Reason, RejectedInput
 from streams.events import HookEvent
 from streams.experiences.redact import RedactionMode
 from streams.experiences.scrub import scrub_kb_event
-from streams.importers.files import import_file
+from streams.importers.files import Item, import_file, read_lines
 from streams.keying import hook_event_key
 from streams.topics import Topics, partition_for
 
@@ -113,6 +113,12 @@ def encode_item(item: HookEvent | RejectedInput, privacy_mode: RedactionMode) ->
     return hook_event_key(ev), value
 
 
+def encode_items(items: Iterable[Item], privacy_mode: RedactionMode) -> Iterator[tuple[int, bytes, tuple[bytes, bytes] | ItemRejected]]:
+    """``(offset, line, record or why it is rejected)`` of each import item (:func:`encode_item`)."""
+    for off, raw, item in items:
+        yield off, raw, encode_item(item, privacy_mode)
+
+
 def hook_records(
     paths: Iterable[Path],
     topics: Topics,
@@ -142,12 +148,14 @@ def hook_records(
         for block in hook_blocks(paths, topics, report, gateway=gateway, now_ms=now_ms, privacy_mode=privacy_mode, pool=pool):
             yield from zip(repeat(block[0]), block[1], map(bytes, block[2]), strict=False)
         return
+    from streams.fast_records import encode_lines
+
     for path in paths:
         fmt, items = import_file(path, gateway=gateway)
         report.formats[str(path)] = fmt
         origin = f"file:{path.resolve()}"
-        for off, raw, item in items:
-            rec = encode_item(item, privacy_mode)
+        encoded = encode_lines(read_lines(path), privacy_mode) if fmt == "hook-events" else encode_items(items, privacy_mode)
+        for off, raw, rec in encoded:
             if isinstance(rec, tuple):
                 report.events += 1
                 yield topics.hook_events, rec[0], rec[1]
