@@ -10,7 +10,9 @@ Each step is timed with ``time.process_time`` over the previous step's outputs (
 * ``serialise``: the record value (:func:`streams.producer.event_value`);
 * ``key``: the record key (:func:`streams.keying.hook_event_key`);
 * ``partition + append``: the partition for the key and the append to an aiokafka record batch
-  (what :func:`streams.producer.send_records` does per record, without the network);
+  (what :func:`streams.producer.send_blocks` does per record, without the network);
+* ``line record``: :func:`streams.fast_records.line_record`, what ``produce`` runs instead of the
+  steps parse to key for the usual hook-event lines (the steps above are the general path);
 * ``hook_records``: the whole import path as ``produce`` runs it (the sum of the above, measured
   in one pass), the anchor the steps are compared with;
 * ``import task``: what one ``--jobs`` import process runs per byte range
@@ -44,6 +46,7 @@ from streams.decode import parse_json_object  # noqa: E402
 from streams.events import HookEvent  # noqa: E402
 from streams.experiences.redact import RedactionMode  # noqa: E402
 from streams.experiences.scrub import scrub_kb_event  # noqa: E402
+from streams.fast_records import line_record  # noqa: E402
 from streams.importers.files import read_lines  # noqa: E402
 from streams.keying import hook_event_key  # noqa: E402
 from streams.producer import ProduceReport, event_value, hook_records  # noqa: E402
@@ -103,6 +106,7 @@ def steps(path: Path, limit: int = 20_000, passes: int = 5) -> list[tuple[str, f
         ("serialise (record value)", lambda: [event_value(e) for e in scrubbed], len(evs)),
         ("key (body hash -> key group)", lambda: [hook_event_key(e) for e in scrubbed], len(evs)),
         ("partition + batch append", append, len(evs)),
+        ("line record (fast path: line -> key, value)", lambda: [line_record(ln) for ln in lines], len(lines)),
     ]
     out: list[tuple[str, float, int]] = []
     for name, fn, n in table:
@@ -171,10 +175,10 @@ def main() -> None:
     total = 0.0
     for name, dt, n in rows:
         us = dt / max(n, 1) * 1e6
-        if not name.startswith(("hook_records", "import task", "receive blocks")):
+        if not name.startswith(("hook_records", "import task", "receive blocks", "line record")):
             total += us
         print(f"{name:<52} {us:8.1f} µs/event CPU  ({n:,} events)")
-    print(f"{'sum of the steps (up to the batch append)':<52} {total:8.1f} µs/event CPU  -> {1e6 / total:,.0f} events/s on one core")
+    print(f"{'sum of the general steps (up to the batch append)':<52} {total:8.1f} µs/event CPU  -> {1e6 / total:,.0f} events/s on one core")
 
 
 if __name__ == "__main__":
