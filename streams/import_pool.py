@@ -2,7 +2,7 @@
 
 The import (decode, adapt, scrub, serialise, key) costs Python time per event; the sender is one
 ordered aiokafka producer. :class:`ImportPool` runs the import in ``N`` forked worker processes
-and hands the parent each task's outcomes in submission order, so the records reach the sender in
+and hands the parent each task's result in submission order, so the records reach the sender in
 exactly the order the one-process import yields them (a key's records stay in file order):
 
 * a hook-event JSONL file (stateless per line) is cut into byte ranges of about
@@ -15,7 +15,8 @@ objects, pickled once each), its values as one bytes blob with their end offsets
 through the pipe instead of an object per record; the parent hands the sender ``memoryview``
 slices of it, which aiokafka's batch copies from) and its dead letters as
 ``(records before it, offset, original line, reason, detail, event_id)``; the parent builds the
-dead-letter record (its clock stamps it) and counts, and hands the sender whole runs of records. At most ``2 × N`` tasks are in flight, so memory stays
+dead-letter record (its clock stamps it) and counts, and hands the sender whole runs of records
+(:func:`streams.producer.hook_blocks`). At most ``2 × N`` tasks are in flight, so memory stays
 bounded by the window, not by the input. Worker processes are forked when the pool starts (the
 parent then holds no event loop or broker connection yet).
 """
