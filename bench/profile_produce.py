@@ -10,9 +10,15 @@ Each step is timed with ``time.process_time`` over the previous step's outputs (
 * ``serialise``: the record value (:func:`streams.producer.event_value`);
 * ``key``: the record key (:func:`streams.keying.hook_event_key`);
 * ``partition + append``: the partition for the key and the append to an aiokafka record batch
-  (what :func:`streams.producer.send_records` does per record, without the network);
+  (what :func:`streams.producer.send_blocks` does per record, without the network);
+* ``line record``: :func:`streams.fast_records.line_record`, what ``produce`` runs instead of the
+  steps parse to key for the usual hook-event lines (the steps above are the general path);
 * ``hook_records``: the whole import path as ``produce`` runs it (the sum of the above, measured
-  in one pass), the anchor the steps are compared with.
+  in one pass), the anchor the steps are compared with;
+* ``import task``: what one ``--jobs`` import process runs per byte range
+  (:func:`streams.import_pool.run_task`: the import plus the keys and the value blob it pickles);
+* ``receive blocks``: the sender process's own CPU (user + sys) for taking the blocks of two import
+  processes (pipe, unpickling, value views, dead letters), before the partition + batch append.
 
 Usage: ``python bench/profile_produce.py [--turns 50000] [--file backlog.jsonl] [--lines 20000]``;
 ``HIVESTREAM_FAST_IMPORT=0`` times the model path. The figures are
@@ -40,6 +46,7 @@ from streams.decode import parse_json_object  # noqa: E402
 from streams.events import HookEvent  # noqa: E402
 from streams.experiences.redact import RedactionMode  # noqa: E402
 from streams.experiences.scrub import scrub_kb_event  # noqa: E402
+from streams.fast_records import line_record  # noqa: E402
 from streams.importers.files import read_lines  # noqa: E402
 from streams.keying import hook_event_key  # noqa: E402
 from streams.producer import ProduceReport, event_value, hook_records  # noqa: E402
@@ -99,6 +106,7 @@ def steps(path: Path, limit: int = 20_000, passes: int = 5) -> list[tuple[str, f
         ("serialise (record value)", lambda: [event_value(e) for e in scrubbed], len(evs)),
         ("key (body hash -> key group)", lambda: [hook_event_key(e) for e in scrubbed], len(evs)),
         ("partition + batch append", append, len(evs)),
+        ("line record (fast path: line -> key, value)", lambda: [line_record(ln) for ln in lines], len(lines)),
     ]
     out: list[tuple[str, float, int]] = []
     for name, fn, n in table:
@@ -114,9 +122,41 @@ def steps(path: Path, limit: int = 20_000, passes: int = 5) -> list[tuple[str, f
     for _ in range(passes):
         n, dt = timed(lambda: sum(1 for _ in hook_records([sub], Topics("profile"), ProduceReport(), now_ms=wall_clock_ms)))
         best = min(best, dt)
-    sub.unlink()
     out.append(("hook_records (what produce runs, without sending)", best, n))
+    out += pooled_steps(sub, passes)
+    sub.unlink()
     return out
+
+
+def pooled_steps(path: Path, passes: int = 5) -> list[tuple[str, float, int]]:
+    """``produce --jobs 2`` without a broker: (step, CPU seconds, records) of one import task run in this
+    process (what each import process does per byte range, blob included), and of the sender process
+    receiving the import processes' blocks (its own CPU only), fastest of ``passes``."""
+    import resource
+
+    from streams.import_pool import ImportPool, byte_ranges, run_task
+    from streams.producer import hook_blocks
+
+    ranges = byte_ranges(path, 262_144)
+    best, n = float("inf"), 0
+    for _ in range(passes):
+        t0 = time.process_time()
+        n = sum(len(run_task((str(path), "hook-events", a, b, False, RedactionMode.STRICT))[1]) for a, b in ranges)
+        best = min(best, time.process_time() - t0)
+    rows = [("import task (one --jobs process, per byte range)", best, n)]
+
+    def own_cpu() -> float:
+        ru = resource.getrusage(resource.RUSAGE_SELF)
+        return ru.ru_utime + ru.ru_stime
+
+    best = float("inf")
+    with ImportPool(2) as pool:
+        for _ in range(passes):
+            c0 = own_cpu()
+            n = sum(len(b[1]) for b in hook_blocks([path], Topics("profile"), ProduceReport(), now_ms=wall_clock_ms, pool=pool))
+            best = min(best, own_cpu() - c0)
+    rows.append(("receive blocks (sender process, --jobs 2, user+sys)", best, n))
+    return rows
 
 
 def main() -> None:
@@ -135,10 +175,10 @@ def main() -> None:
     total = 0.0
     for name, dt, n in rows:
         us = dt / max(n, 1) * 1e6
-        if not name.startswith("hook_records"):
+        if not name.startswith(("hook_records", "import task", "receive blocks", "line record")):
             total += us
         print(f"{name:<52} {us:8.1f} µs/event CPU  ({n:,} events)")
-    print(f"{'sum of the steps (up to the batch append)':<52} {total:8.1f} µs/event CPU  -> {1e6 / total:,.0f} events/s on one core")
+    print(f"{'sum of the general steps (up to the batch append)':<52} {total:8.1f} µs/event CPU  -> {1e6 / total:,.0f} events/s on one core")
 
 
 if __name__ == "__main__":

@@ -278,7 +278,8 @@ def produce(
     bootstrap: BootstrapOpt = None,
     namespace: NamespaceOpt = None,
     partitions: PartitionsOpt = None,
-    jobs: Annotated[int, typer.Option("--jobs", min=0, help="import processes beside the sender (same records, same order); 0: import in this process")] = 0,
+    jobs: Annotated[int | None, typer.Option("--jobs", min=0, help="import processes beside the sender (same records, same order); "
+                                             "0: import in this process; default: one per core for inputs of 4 MiB or more")] = None,
 ) -> None:
     """Import files onto the hook-events topic (idempotent producer, batching, progress in events/s)."""
     import time as _time
@@ -294,6 +295,10 @@ def produce(
     t = Topics(s.topic_namespace)
     ensure_topics(s.kafka_bootstrap_servers, t.specs(s.partitions))
     paths = _expand(files)
+    if jobs is None:
+        from streams.import_pool import auto_jobs
+
+        jobs = auto_jobs(paths)
     t0 = _time.monotonic()
     with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=err, transient=True) as prog:
         task = prog.add_task("producing", total=None)

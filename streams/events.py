@@ -50,35 +50,56 @@ def kebab(name: str) -> str:
 def stable_id(*parts: object) -> str:
     """A deterministic event id: the first 32 hex chars of SHA-256 over the JSON of ``parts``.
 
-    Used so that importing or adapting the same input twice yields the same event ids, which
-    makes every downstream step idempotent.
+    The JSON is ``json.dumps(parts, sort_keys=True, default=str, ensure_ascii=True)``. Used so
+    that importing or adapting the same input twice yields the same event ids, which makes every
+    downstream step idempotent. The fast path (:mod:`streams.fastpath`) writes the same JSON text
+    with one C encoder made once (no encoder object per call); see :func:`_id_json`.
+
+    Raises:
+        ValueError: for a circular container among ``parts`` (as ``json.dumps``).
     """
-    raw = _id_json(parts) if fastpath.ENABLED else None
-    if raw is None:
-        raw = _ID_ENCODER.encode(parts)
-    return hashlib.sha256(raw.encode("ascii")).hexdigest()[:32]
+    raw = _id_json(parts) if fastpath.ENABLED else _ID_ENCODER.encode(parts)
+    return hashlib.sha256(raw.encode("ascii")).digest()[:16].hex()
 
 
 # json.dumps(parts, sort_keys=True, default=str, ensure_ascii=True) with one encoder made once
 _ID_ENCODER = json.JSONEncoder(sort_keys=True, default=str, ensure_ascii=True)
-_ASCII_STR: Any = json.encoder.encode_basestring_ascii  # the C escaper the encoder above uses
+# The C encoder JSONEncoder.iterencode builds per call for _ID_ENCODER, made once, without the
+# circular-reference markers (a cycle then ends in RecursionError, and the model encoder is asked).
+_C_ID_ENCODER: Any = json.encoder.c_make_encoder(  # type: ignore[attr-defined]
+    None, str, json.encoder.encode_basestring_ascii, None, ": ", ", ", True, False, True
+) if json.encoder.c_make_encoder is not None else None  # type: ignore[attr-defined]
 
 
-def _id_json(parts: tuple[object, ...]) -> str | None:
-    """``_ID_ENCODER.encode(parts)`` for the usual parts (str, int, None), without building an encoder
-    per call; ``None`` (use the encoder) when a part is of any other type (bool, float, dict, …)."""
-    out: list[str] = []
-    for p in parts:
-        t = type(p)
-        if t is str:
-            out.append(_ASCII_STR(p))
-        elif p is None:
-            out.append("null")
-        elif t is int:
-            out.append(int.__repr__(p))  # type: ignore[arg-type]
-        else:
-            return None
-    return "[" + ", ".join(out) + "]"
+def _id_json(parts: tuple[object, ...]) -> str:
+    """``_ID_ENCODER.encode(parts)``: the same C encoder, made once instead of per call.
+
+    The markers dict only detects cycles (it never changes the text), so without it a cyclic
+    part raises ``RecursionError`` here and the model encoder then raises its own error.
+
+    Raises:
+        ValueError: for a circular container (from the model encoder).
+    """
+    if _C_ID_ENCODER is None:
+        return _ID_ENCODER.encode(parts)
+    try:
+        return "".join(_C_ID_ENCODER(parts, 0))
+    except RecursionError:
+        return _ID_ENCODER.encode(parts)
+
+
+def safe_tokens(d: dict[str, Any]) -> None:
+    """Replace whitespace and ``]`` in the prefix tokens of the field dict ``d`` with ``_``, in place.
+
+    ``d`` maps every :class:`HookEvent` field name to its value (``source``, ``session`` and
+    ``event_type`` are str; ``parent`` and ``project`` str or None). One search over the five tokens
+    (a NUL joins them: it is neither) decides whether any needs rewriting.
+    """
+    if _UNSAFE_TOKEN.search(f"{d['source']}\0{d['session']}\0{d['parent'] or ''}\0{d['project'] or ''}\0{d['event_type']}"):
+        for name in _TOKEN_FIELDS:
+            v = d[name]
+            if v is not None:
+                d[name] = _UNSAFE_TOKEN.sub("_", v)
 
 
 class HookEvent(BaseModel):
@@ -128,12 +149,7 @@ class HookEvent(BaseModel):
         """Prefix tokens (``source``, ``session``, ``parent``, ``project``, ``event_type``) may hold
         neither whitespace nor ``]``; each is replaced by ``_``. One check over the five tokens
         (a NUL joins them: it is neither) instead of one validator call per field."""
-        d = self.__dict__
-        if _UNSAFE_TOKEN.search(f"{d['source']}\0{d['session']}\0{d['parent'] or ''}\0{d['project'] or ''}\0{d['event_type']}"):
-            for name in _TOKEN_FIELDS:
-                v = d[name]
-                if v is not None:
-                    d[name] = _UNSAFE_TOKEN.sub("_", v)
+        safe_tokens(self.__dict__)
         return self
 
     def provenance(self) -> Provenance:

@@ -2,7 +2,7 @@
 
 The import (decode, adapt, scrub, serialise, key) costs Python time per event; the sender is one
 ordered aiokafka producer. :class:`ImportPool` runs the import in ``N`` forked worker processes
-and hands the parent each task's outcomes in submission order, so the records reach the sender in
+and hands the parent each task's result in submission order, so the records reach the sender in
 exactly the order the one-process import yields them (a key's records stay in file order):
 
 * a hook-event JSONL file (stateless per line) is cut into byte ranges of about
@@ -10,9 +10,13 @@ exactly the order the one-process import yields them (a key's records stay in fi
   number (the running count of the lines before it) to the offsets the task reports;
 * a session file (Claude Code transcript, Codex rollout: turns span lines) is one task.
 
-A task returns its line count and, per item, either ``("r", key, value)`` or
-``("d", offset, original line, reason, detail, event_id)``; the parent builds the dead-letter
-record (its clock stamps it) and counts. At most ``2 × N`` tasks are in flight, so memory stays
+A task returns its line count, its records' keys (a list: the 256 key-group keys are shared
+objects, pickled once each), its values as one bytes blob with their end offsets (one copy
+through the pipe instead of an object per record; the parent hands the sender ``memoryview``
+slices of it, which aiokafka's batch copies from) and its dead letters as
+``(records before it, offset, original line, reason, detail, event_id)``; the parent builds the
+dead-letter record (its clock stamps it) and counts, and hands the sender whole runs of records
+(:func:`streams.producer.hook_blocks`). At most ``2 × N`` tasks are in flight, so memory stays
 bounded by the window, not by the input. Worker processes are forked when the pool starts (the
 parent then holds no event loop or broker connection yet).
 """
@@ -20,26 +24,30 @@ parent then holds no event loop or broker connection yet).
 from __future__ import annotations
 
 import multiprocessing
+import os
 from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from itertools import pairwise
 from pathlib import Path
 from types import TracebackType
-from typing import Any
 
 from streams.deadletter import RejectedInput
 from streams.experiences.redact import RedactionMode
-from streams.importers.files import detect_format, import_file, import_hook_events, read_lines
-from streams.producer import encode_item
+from streams.fast_records import encode_lines
+from streams.importers.files import detect_format, import_file, read_lines
+from streams.producer import ItemRejected, encode_items
 
 CHUNK_BYTES = 1_048_576
 """Target size of one hook-event task (about 1,800 lines of the generated backlog)."""
 
 Task = tuple[str, str, int, int, bool, RedactionMode]
 """(path, format, first byte, end byte or -1 for the whole file, gateway, privacy mode)."""
-Outcome = tuple[Any, ...]
-"""``("r", key, value)`` or ``("d", line offset, original bytes, reason, detail, event_id)``."""
+Dead = tuple[int, int, bytes, str, str, str]
+"""(records of the task before it, line offset, original bytes, reason, detail, event_id) of a dead letter."""
+TaskResult = tuple[int, list[bytes], bytes, list[int], list[Dead]]
+"""(line count or 0 for a whole file, record keys, record values concatenated, each value's end
+offset in that blob, dead letters) of one task."""
 
 
 def split_lines(data: bytes) -> list[bytes]:
@@ -75,31 +83,65 @@ def byte_ranges(path: Path, chunk: int = CHUNK_BYTES) -> list[tuple[int, int]]:
     return list(pairwise(bounds))
 
 
-def run_task(task: Task) -> tuple[int, list[Outcome]]:
-    """Import one task (in a worker process); returns its line count (0 for a whole file) and outcomes.
+def run_task(task: Task) -> TaskResult:
+    """Import one task (in a worker process): its line count (0 for a whole file), the ``hook-events``
+    records' keys and values in import order (see :data:`TaskResult`), and its dead letters (see :data:`Dead`).
 
     Raises:
         OSError: when the file cannot be read.
     """
     path, fmt, start, end, gateway, mode = task
     if end < 0:
-        items = import_file(Path(path), gateway=gateway, fmt=fmt)[1]
+        encoded = encode_items(import_file(Path(path), gateway=gateway, fmt=fmt)[1], mode)
         n_lines = 0
     else:
         with open(path, "rb") as f:
             f.seek(start)
             lines = split_lines(f.read(end - start))
-        items = import_hook_events(lines)
+        encoded = encode_lines(lines, mode)
         n_lines = len(lines)
-    out: list[Outcome] = []
-    for off, raw, item in items:
-        rec = encode_item(item, mode)
-        if isinstance(rec, tuple):
-            out.append(("r", *rec))
+    keys: list[bytes] = []
+    values: list[bytes] = []
+    ends: list[int] = []
+    dead: list[Dead] = []
+    add_key, add_value, add_end = keys.append, values.append, ends.append
+    end = 0
+    for off, raw, rec in encoded:
+        if type(rec) is tuple:
+            add_key(rec[0])
+            add_value(rec[1])
+            end += len(rec[1])
+            add_end(end)
         else:
-            err, event_id = rec.err, rec.event_id
-            out.append(("d", off, raw, str(err.reason), err.detail, event_id))
-    return n_lines, out
+            assert isinstance(rec, ItemRejected)
+            dead.append((len(keys), off, raw, str(rec.err.reason), rec.err.detail, rec.event_id))
+    return n_lines, keys, b"".join(values), ends, dead
+
+
+AUTO_MIN_BYTES = 4 * CHUNK_BYTES
+"""Below this much input (bytes, all files) ``produce`` imports in its own process by default."""
+
+
+def auto_jobs(paths: list[Path], cores: int | None = None) -> int:
+    """The default ``--jobs`` of ``produce``: one import process per usable core when there are at
+    least two cores and ``paths`` hold at least :data:`AUTO_MIN_BYTES`, else 0 (import in the
+    sending process; forking would cost more than it saves).
+
+    On 2 cores with the broker beside them the pool imports the generated 200,000-event backlog
+    at 1.4 times the one-process rate (bench/RESULTS.md); the records and their order are the same.
+
+    Args:
+        paths: the input files.
+        cores: usable cores; default: this process's CPU affinity.
+
+    Raises:
+        OSError: when a file cannot be stat'ed.
+    """
+    if cores is None:
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    if cores < 2 or sum(p.stat().st_size for p in paths) < AUTO_MIN_BYTES:
+        return 0
+    return cores
 
 
 def _ready() -> int:
@@ -132,8 +174,8 @@ class ImportPool:
     def __exit__(self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None) -> None:
         self._ex.shutdown(wait=True, cancel_futures=True)
 
-    def outcomes(self, paths: list[Path], gateway: bool, mode: RedactionMode, formats: dict[str, str]) -> Iterator[tuple[Path, Outcome]]:
-        """Each item outcome of ``paths`` in import order, with its file and absolute line offset.
+    def results(self, paths: list[Path], gateway: bool, mode: RedactionMode, formats: dict[str, str]) -> Iterator[tuple[Path, TaskResult]]:
+        """Each task's result for ``paths`` in import order, with its file; dead-letter offsets are absolute.
 
         Args:
             paths: the input files, in order.
@@ -144,17 +186,18 @@ class ImportPool:
         Raises:
             OSError: when a file cannot be read (from the worker that read it).
         """
-        pending: deque[tuple[int, Path, Future[tuple[int, list[Outcome]]]]] = deque()
+        pending: deque[tuple[int, Path, Future[TaskResult]]] = deque()
         base: dict[int, int] = {}  # the lines before the next range, per file (by its place in paths)
 
-        def drain(limit: int) -> Iterator[tuple[Path, Outcome]]:
+        def drain(limit: int) -> Iterator[tuple[Path, TaskResult]]:
             while len(pending) > limit:
                 i, path, fut = pending.popleft()
-                n_lines, outs = fut.result()
+                n_lines, keys, blob, ends, dead = fut.result()
                 first = base.pop(i, 0)
                 base[i] = first + n_lines
-                for o in outs:
-                    yield path, (o if o[0] == "r" or not first else (o[0], o[1] + first, *o[2:]))
+                if first and dead:
+                    dead = [(pos, off + first, raw, reason, detail, eid) for pos, off, raw, reason, detail, eid in dead]
+                yield path, (n_lines, keys, blob, ends, dead)
 
         for i, path in enumerate(paths):
             fmt = detect_format(read_lines(path))
@@ -164,6 +207,12 @@ class ImportPool:
                 pending.append((i, path, self._ex.submit(run_task, (str(path), fmt, start, end, gateway, mode))))
                 yield from drain(2 * self.jobs)
         yield from drain(0)
+
+
+def value_views(blob: bytes, ends: list[int]) -> list[memoryview]:
+    """The values of a :data:`TaskResult` as ``memoryview`` slices of its blob (no copy)."""
+    view = memoryview(blob)
+    return [view[a:b] for a, b in zip([0, *ends], ends, strict=False)]
 
 
 def as_rejection(reason: str, detail: str) -> RejectedInput:

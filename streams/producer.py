@@ -21,6 +21,7 @@ import asyncio
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from itertools import repeat
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -28,7 +29,7 @@ from streams.deadletter import DeadLetter, Reason, RejectedInput
 from streams.events import HookEvent
 from streams.experiences.redact import RedactionMode
 from streams.experiences.scrub import scrub_kb_event
-from streams.importers.files import import_file
+from streams.importers.files import Item, import_file, read_lines
 from streams.keying import hook_event_key
 from streams.topics import Topics, partition_for
 
@@ -112,6 +113,12 @@ def encode_item(item: HookEvent | RejectedInput, privacy_mode: RedactionMode) ->
     return hook_event_key(ev), value
 
 
+def encode_items(items: Iterable[Item], privacy_mode: RedactionMode) -> Iterator[tuple[int, bytes, tuple[bytes, bytes] | ItemRejected]]:
+    """``(offset, line, record or why it is rejected)`` of each import item (:func:`encode_item`)."""
+    for off, raw, item in items:
+        yield off, raw, encode_item(item, privacy_mode)
+
+
 def hook_records(
     paths: Iterable[Path],
     topics: Topics,
@@ -138,14 +145,17 @@ def hook_records(
         OSError: when a file cannot be read.
     """
     if pool is not None:
-        yield from _pooled_records(list(paths), topics, report, gateway, now_ms, privacy_mode, pool)
+        for block in hook_blocks(paths, topics, report, gateway=gateway, now_ms=now_ms, privacy_mode=privacy_mode, pool=pool):
+            yield from zip(repeat(block[0]), block[1], map(bytes, block[2]), strict=False)
         return
+    from streams.fast_records import encode_lines
+
     for path in paths:
         fmt, items = import_file(path, gateway=gateway)
         report.formats[str(path)] = fmt
         origin = f"file:{path.resolve()}"
-        for off, raw, item in items:
-            rec = encode_item(item, privacy_mode)
+        encoded = encode_lines(read_lines(path), privacy_mode) if fmt == "hook-events" else encode_items(items, privacy_mode)
+        for off, raw, rec in encoded:
             if isinstance(rec, tuple):
                 report.events += 1
                 yield topics.hook_events, rec[0], rec[1]
@@ -155,23 +165,76 @@ def hook_records(
             yield topics.dead_letter, f"{origin}:0:{off}".encode(), dl.model_dump_json().encode()
 
 
-def _pooled_records(paths: list[Path], topics: Topics, report: ProduceReport, gateway: bool, now_ms: Callable[[], int],
-                    privacy_mode: RedactionMode, pool: ImportPool) -> Iterator[Record]:
-    """:func:`hook_records` with the import done by ``pool``'s processes."""
-    from streams.import_pool import as_rejection
+def hook_blocks(
+    paths: Iterable[Path],
+    topics: Topics,
+    report: ProduceReport,
+    *,
+    gateway: bool = False,
+    now_ms: Callable[[], int],
+    privacy_mode: RedactionMode = RedactionMode.STRICT,
+    pool: ImportPool | None = None,
+) -> Iterator[Block]:
+    """:func:`hook_records` as runs of records of one topic (:data:`Block`), what :func:`send_blocks` takes.
+
+    With ``pool`` each task's records come as one block (cut where a dead letter falls between
+    them), so the sender handles no tuple per record; without, consecutive records are grouped.
+    The records, concatenated, are exactly :func:`hook_records`'s. Arguments as :func:`hook_records`.
+
+    Raises:
+        OSError: when a file cannot be read.
+    """
+    if pool is None:
+        yield from blocks_of(hook_records(paths, topics, report, gateway=gateway, now_ms=now_ms, privacy_mode=privacy_mode))
+        return
+    from streams.import_pool import as_rejection, value_views
 
     origins: dict[Path, str] = {}
-    hook_events = topics.hook_events
-    for path, o in pool.outcomes(paths, gateway, privacy_mode, report.formats):
-        if o[0] == "r":
-            report.events += 1
-            yield hook_events, o[1], o[2]
-            continue
-        origin = origins.get(path) or origins.setdefault(path, f"file:{path.resolve()}")
-        _tag, off, raw, reason, detail, event_id = o
-        dl = DeadLetter.of(as_rejection(reason, detail), raw, origin, 0, off, now_ms(), event_id=event_id)
-        report.dead_letters[reason] += 1
-        yield topics.dead_letter, f"{origin}:0:{off}".encode(), dl.model_dump_json().encode()
+    hook_events, dead_letter = topics.hook_events, topics.dead_letter
+    for path, (_n, keys, blob, ends, dead) in pool.results(list(paths), gateway, privacy_mode, report.formats):
+        values = value_views(blob, ends)
+        report.events += len(keys)
+        done = 0
+        for pos, off, raw, reason, detail, event_id in dead:
+            if pos > done:
+                yield hook_events, keys[done:pos], values[done:pos], None
+                done = pos
+            origin = origins.get(path) or origins.setdefault(path, f"file:{path.resolve()}")
+            dl = DeadLetter.of(as_rejection(reason, detail), raw, origin, 0, off, now_ms(), event_id=event_id)
+            report.dead_letters[reason] += 1
+            yield dead_letter, [f"{origin}:0:{off}".encode()], [dl.model_dump_json().encode()], None
+        if done < len(keys):
+            yield hook_events, (keys[done:] if done else keys), (values[done:] if done else values), None
+
+
+Block = tuple[str, list[bytes], list[bytes] | list[memoryview], list[int] | None]
+"""(topic, keys, values, partitions or None) of a run of records for one topic: record i is
+``(keys[i], values[i])``, sent to ``partitions[i]``, or with None to the default partitioner's pick.
+The values are bytes, or ``memoryview`` slices of an import task's blob (:mod:`streams.import_pool`)."""
+
+_BLOCK_RECORDS = 1024
+
+
+def blocks_of(records: Iterable[Record | PlacedRecord]) -> Iterator[Block]:
+    """``records`` as :data:`Block` runs (consecutive records of one topic, all placed or all not, at
+    most 1,024 each), in order."""
+    topic: str | None = None
+    placed = False
+    keys: list[bytes] = []
+    values: list[bytes] = []
+    parts: list[int] = []
+    for rec in records:
+        is_placed = len(rec) == 4
+        if rec[0] != topic or is_placed != placed or len(keys) >= _BLOCK_RECORDS:
+            if keys and topic is not None:
+                yield topic, keys, values, (parts if placed else None)
+            topic, placed, keys, values, parts = rec[0], is_placed, [], [], []
+        keys.append(rec[1])
+        values.append(rec[2])
+        if is_placed:
+            parts.append(rec[3])  # type: ignore[misc]
+    if keys and topic is not None:
+        yield topic, keys, values, (parts if placed else None)
 
 
 async def send_records(
@@ -186,12 +249,12 @@ async def send_records(
 
     Each record goes to the partition Kafka's default partitioner picks for its key (or to the one a
     :data:`PlacedRecord` names), so a key's records stay in order. Returns when every record is
-    acknowledged (``acks=all``).
+    acknowledged (``acks=all``). :func:`send_blocks` of :func:`blocks_of` ``records``.
 
     Args:
         records: (topic, key, value) triples or (topic, key, value, partition); the topics must exist.
         bootstrap: Kafka ``bootstrap.servers``.
-        on_sent: called with the count handed to the producer so far (every 10,000 records).
+        on_sent: called with the count handed to the producer so far (about every 10,000 records).
         linger_ms: the producer's ``linger.ms``.
         batch_bytes: the producer's batch size (``max_batch_size``), bytes.
 
@@ -200,7 +263,32 @@ async def send_records(
 
     Raises:
         kafka errors from aiokafka (``KafkaConnectionError``, ``KafkaTimeoutError``, …) when the broker
-        cannot be reached or refuses a record.
+        cannot be reached or refuses a record; ValueError for a record larger than a batch or a
+        placed record whose partition the topic does not have.
+    """
+    return await send_blocks(blocks_of(records), bootstrap, on_sent=on_sent, linger_ms=linger_ms, batch_bytes=batch_bytes)
+
+
+async def send_blocks(
+    blocks: Iterable[Block],
+    bootstrap: str,
+    *,
+    on_sent: Callable[[int], None] | None = None,
+    linger_ms: int = 10,
+    batch_bytes: int = 1_048_576,
+) -> int:
+    """Send the records of ``blocks`` in order (as :func:`send_records`); the per-record work is a
+    partition lookup (cached per key: murmur2 in Python costs µs, and keys repeat) and a batch append.
+
+    Args:
+        blocks: :data:`Block` runs; the topics must exist.
+        bootstrap, on_sent, linger_ms, batch_bytes: as :func:`send_records`.
+
+    Returns:
+        The number of records sent.
+
+    Raises:
+        as :func:`send_records`.
     """
     from aiokafka import AIOKafkaProducer
 
@@ -208,38 +296,49 @@ async def send_records(
                                 linger_ms=linger_ms, max_batch_size=batch_bytes, max_request_size=2_097_152)
     await producer.start()
     try:
-        parts: dict[str, int] = {}
-        part_of: dict[tuple[str, bytes], tuple[str, int]] = {}  # murmur2 in Python costs µs: keys repeat (256 key groups)
-        batches: dict[tuple[str, int], Any] = {}
+        n_parts: dict[str, int] = {}
+        part_of: dict[str, dict[bytes, int]] = {}  # per topic: key -> partition
+        batches: dict[str, list[Any]] = {}  # per topic: the open batch of each partition
         pending: list[asyncio.Future[Any]] = []
-        n = 0
-        for rec in records:
-            topic, key, value = rec[0], rec[1], rec[2]
-            if topic not in parts:
-                parts[topic] = len(await producer.partitions_for(topic))
-            tp = (topic, rec[3]) if len(rec) == 4 else part_of.get((topic, key))
-            if tp is None:
-                if len(part_of) >= _PARTITION_CACHE:
-                    part_of.clear()
-                tp = part_of[(topic, key)] = (topic, partition_for(key, parts[topic]))
-            batch = batches.get(tp)
-            if batch is None:
-                batch = batches[tp] = producer.create_batch()
-            if batch.append(key=key, value=value, timestamp=None) is None:
-                pending.append(await producer.send_batch(batch, topic, partition=tp[1]))
-                batch = batches[tp] = producer.create_batch()
+        n = next_report = 0
+        for topic, keys, values, placed in blocks:
+            if topic not in n_parts:
+                n_parts[topic] = len(await producer.partitions_for(topic))
+                part_of[topic], batches[topic] = {}, [None] * n_parts[topic]
+            cache, open_batches, nparts = part_of[topic], batches[topic], n_parts[topic]
+            if len(cache) >= _PARTITION_CACHE:
+                cache.clear()
+            for i, key in enumerate(keys):
+                if placed is not None:
+                    p = placed[i]
+                    if not 0 <= p < nparts:
+                        raise ValueError(f"partition {p} is not one of the {nparts} partitions of {topic}")
+                else:
+                    p = cache.get(key)  # type: ignore[assignment]
+                    if p is None:
+                        p = cache[key] = partition_for(key, nparts)
+                value = values[i]
+                batch = open_batches[p]
+                if batch is None:
+                    batch = open_batches[p] = producer.create_batch()
                 if batch.append(key=key, value=value, timestamp=None) is None:
-                    raise ValueError(f"a record of {len(value)} bytes does not fit a {batch_bytes}-byte batch")
-            n += 1
-            if on_sent and n % 10_000 == 0:
-                on_sent(n)
-                done = [f for f in pending if f.done()]
-                for f in done:
-                    f.result()  # raises the first send error
+                    pending.append(await producer.send_batch(batch, topic, partition=p))
+                    batch = open_batches[p] = producer.create_batch()
+                    if batch.append(key=key, value=value, timestamp=None) is None:
+                        raise ValueError(f"a record of {len(value)} bytes does not fit a {batch_bytes}-byte batch")
+            n += len(keys)
+            if n >= next_report:
+                next_report = n + 10_000
+                if on_sent:
+                    on_sent(n)
+                for f in pending:
+                    if f.done():
+                        f.result()  # raises the first send error
                 pending = [f for f in pending if not f.done()]
-        for (topic, p), batch in batches.items():
-            if batch.record_count():
-                pending.append(await producer.send_batch(batch, topic, partition=p))
+        for topic, open_batches in batches.items():
+            for p, batch in enumerate(open_batches):
+                if batch is not None and batch.record_count():
+                    pending.append(await producer.send_batch(batch, topic, partition=p))
         await producer.flush()
         for f in pending:
             await f
@@ -286,6 +385,6 @@ def produce_files(
     from streams.import_pool import ImportPool
 
     with ImportPool(jobs) as pool:
-        records = hook_records(paths, topics, report, gateway=gateway, now_ms=now_ms, privacy_mode=privacy_mode, pool=pool)
-        asyncio.run(send_records(records, bootstrap, on_sent=on_event))
+        blocks = hook_blocks(paths, topics, report, gateway=gateway, now_ms=now_ms, privacy_mode=privacy_mode, pool=pool)
+        asyncio.run(send_blocks(blocks, bootstrap, on_sent=on_event))
     return report

@@ -257,3 +257,168 @@ def test_split_lines_reads_as_the_file_iterator(tmp_path: Path) -> None:
         p = tmp_path / "f"
         p.write_bytes(data)
         assert split_lines(data) == list(read_lines(p)), data
+
+
+class _Str(str):
+    """A str subclass: validation turns it into a str, so the fast constructor must leave it to pydantic."""
+
+
+class _Dict(dict[str, Any]):
+    """A dict subclass for ``raw`` (validation gives a plain dict)."""
+
+
+TEXT = st.one_of(st.text(max_size=6), st.sampled_from(["", "a b", "x]y", "\ud800", "é", "s" * 101, "e" * 201]), st.builds(_Str, st.text(max_size=3)))
+OPT_TEXT = st.one_of(st.none(), TEXT, st.integers(0, 3))
+RAW = st.one_of(
+    st.none(),
+    st.dictionaries(st.text(max_size=4), JSONISH, max_size=3),
+    st.builds(_Dict, st.dictionaries(st.text(max_size=3), st.integers(), max_size=2)),
+    st.just({1: "non-str key"}),
+    st.just(["not", "a", "dict"]),
+)
+FIELDS = st.fixed_dictionaries(
+    {"event_id": TEXT, "source": TEXT, "event_type": TEXT, "event_time_ms": st.one_of(st.integers(-1, 253402300800000), st.booleans(), st.just(1.0))},
+    optional={
+        "native_event": OPT_TEXT, "session": OPT_TEXT, "parent": OPT_TEXT, "project": OPT_TEXT, "body": OPT_TEXT, "content": OPT_TEXT,
+        "importance": st.sampled_from(["normal", "critical", "deprecated", "bogus", None]), "raw": RAW,
+        "gateway": st.sampled_from([None, "gw"]), "unknown_field": st.just(1),
+    },
+)
+
+
+def built(fields: dict[str, Any]) -> Any:
+    """Everything a constructed event is made of (values with their types), or the error's type."""
+    from pydantic import ValidationError
+
+    from streams.event_build import new_event
+
+    try:
+        ev = new_event(**fields)
+    except ValidationError as e:
+        return ("invalid", e.error_count())
+    d = ev.__dict__
+    return (list(d.items()), [type(v) for v in d.values()], ev.model_fields_set, ev.__pydantic_extra__, ev.__pydantic_private__,
+            d["raw"] is not None and d["raw"] is fields.get("raw"))
+
+
+@settings(max_examples=500, deadline=None)
+@given(FIELDS)
+def test_new_event_equals_validated_event(fields: dict[str, Any]) -> None:
+    """The adapters' constructor: skipping validation gives exactly the validated event (or the same
+    ValidationError through the fallback), for valid fields and for every kind of field pydantic
+    would convert, rewrite or reject."""
+    fast, model = both(built, fields)
+    assert fast == model
+
+
+def test_new_event_takes_the_fast_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A well-formed event is built without pydantic's validator (else the comparison above proves nothing)."""
+    from streams import event_build
+
+    def boom(*_a: Any, **_k: Any) -> Any:
+        raise AssertionError("validated")
+
+    monkeypatch.setattr(event_build, "HookEvent", type("Boom", (), {"__new__": boom}))
+    monkeypatch.setattr(event_build, "_new", HookEvent.__new__)
+    ev = event_build.new_event(event_id="e1", source="codex", event_type="stop", session="s 1", event_time_ms=5, body="b", raw={"k": [1]})
+    assert type(ev) is HookEvent and ev.session == "s_1"
+    assert ev.model_fields_set == {"event_id", "source", "event_type", "session", "event_time_ms", "body", "raw"}
+    assert ev.to_json() == (b'{"schema_version":1,"event_id":"e1","source":"codex","event_type":"stop","session":"s_1",'
+                            b'"event_time_ms":5,"body":"b","importance":"normal","raw":{"k":[1]}}')
+
+
+def test_blocks_hold_the_records_in_order(backlog: Path) -> None:
+    """What the sender takes: the blocks of ``produce`` (one process and pooled) concatenate to its
+    records, each block one topic, placed records keep their partitions."""
+    from streams import import_pool
+    from streams.producer import Block, blocks_of, hook_blocks
+
+    def flat(blocks: list[Block]) -> list[Any]:
+        out: list[Any] = []
+        for topic, keys, values, parts in blocks:
+            assert len(keys) == len(values) and (parts is None or len(parts) == len(keys))
+            out += [(topic, k, v) if parts is None else (topic, k, v, p) for k, v, p in zip(keys, values, parts or [None] * len(keys), strict=True)]
+        return out
+
+    one, _ = records([backlog], False)
+    assert flat(list(blocks_of(one))) == one
+    assert flat(list(hook_blocks([backlog], Topics("fast"), ProduceReport(), now_ms=lambda: 1_790_000_000_000))) == one
+    with import_pool.ImportPool(2) as pool:
+        pooled = list(hook_blocks([backlog], Topics("fast"), ProduceReport(), now_ms=lambda: 1_790_000_000_000, pool=pool))
+    assert flat(pooled) == one
+    assert any(b[0] == "fast.dead-letter" for b in pooled) and max(len(b[1]) for b in pooled) > 100
+    mixed = [("a", b"k", b"1"), ("a", b"k", b"2", 3), ("a", b"k", b"3", 0), ("b", b"k", b"4"), ("a", b"j", b"5")]
+    assert flat(list(blocks_of(mixed))) == mixed
+    assert [len(b[1]) for b in blocks_of(mixed)] == [1, 2, 1, 1]
+
+
+def test_auto_jobs_one_per_core_for_large_inputs(tmp_path: Path) -> None:
+    """``produce``'s default ``--jobs``: a process per core from AUTO_MIN_BYTES of input on, else none."""
+    from streams.import_pool import AUTO_MIN_BYTES, auto_jobs
+
+    small, big = tmp_path / "small.jsonl", tmp_path / "big.jsonl"
+    small.write_bytes(b"{}\n")
+    with big.open("wb") as f:
+        f.truncate(AUTO_MIN_BYTES - 2)
+    assert auto_jobs([small], cores=2) == 0
+    assert auto_jobs([small, big], cores=2) == 2
+    assert auto_jobs([small, big], cores=4) == 4
+    assert auto_jobs([big], cores=2) == 0  # two bytes short
+    assert auto_jobs([small, big], cores=1) == 0
+    assert auto_jobs([small]) == 0
+
+
+def general_record(line: bytes, mode: RedactionMode) -> Any:
+    """What the general path makes of one hook-event line: (key, value) or the rejection."""
+    from streams.decode import decode_hook_record
+    from streams.producer import ItemRejected, encode_item
+
+    try:
+        rec = encode_item(decode_hook_record(line), mode)
+    except RejectedInput as e:
+        return ("rejected", str(e.reason), str(e))
+    return ("rejected", str(rec.err.reason), str(rec.err), rec.event_id) if isinstance(rec, ItemRejected) else rec
+
+
+ODD_TEXT = st.one_of(st.text(max_size=8), st.sampled_from(["", " ", "a b", "x]y", "\u00a0", "é ü", "\U0001f600", "[hm src:x] in", "\ud800"]), st.integers(),
+                     st.none())
+TEXT_OR_ODD = st.one_of(st.text(min_size=1, max_size=12), st.text(min_size=1, max_size=12), ODD_TEXT)
+TIME = st.one_of(st.integers(0, 253402300799999),
+                 st.sampled_from(["2026-09-21T14:13:32.577Z", "2026-09-21T14:13:32+02:00", "1790000000", "bad", 1.5e12, -1, True]))
+BACKEND = st.fixed_dictionaries(
+    {"session_id": TEXT_OR_ODD,
+     "hook_event_name": st.sampled_from(["UserPromptSubmit", "Stop", "SubagentStop", "StopFailure", "PostToolUse", "PreToolUse", "", 7]),
+     "prompt": TEXT_OR_ODD, "last_assistant_message": TEXT_OR_ODD, "ts": TIME},
+    optional={"agent_id": ODD_TEXT, "cwd": st.sampled_from(["/w/p", "/", "", "/a b/c]", 3, None]), "turn_id": ODD_TEXT, "tool_use_id": ODD_TEXT,
+              "tool_name": st.sampled_from(["kb_submit", "Bash"]), "transcript_path": st.sampled_from([None, "/x/.codex/y"]), "n": st.integers()},
+)
+OPENCLAW = st.fixed_dictionaries(
+    {"type": st.just("message"), "action": st.sampled_from(["received", "sent", "received", "sent", "other", None]), "timestamp": TIME,
+     "context": st.one_of(st.fixed_dictionaries({"channelId": TEXT_OR_ODD, "content": TEXT_OR_ODD}, optional={"messageId": ODD_TEXT, "sessionKey": ODD_TEXT}),
+                          st.just("x"))},
+    optional={"sessionKey": ODD_TEXT},
+)
+
+
+@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.one_of(BACKEND, OPENCLAW), st.sampled_from(list(RedactionMode)))
+def test_line_record_equals_the_general_path(payload: dict[str, Any], mode: RedactionMode) -> None:
+    """``produce``'s line fast path: whenever it gives a record, it is the general path's record
+    (decode, adapt, validate, scrub, serialise, key) byte for byte, on odd payloads of every shape it covers."""
+    from streams.fast_records import line_record
+
+    line = json.dumps(payload).encode("utf-8", "surrogatepass")
+    rec = line_record(line)
+    if rec is not None:
+        assert rec == general_record(line, mode)
+
+
+def test_line_record_covers_the_usual_lines(backlog: Path) -> None:
+    """The fast path really is taken for the backlog's well-formed captures (else the comparisons prove nothing)."""
+    from streams.fast_records import line_record
+
+    lines = backlog.read_bytes().splitlines()[:400]
+    taken = [(ln, rec) for ln in lines if (rec := line_record(ln)) is not None]
+    assert len(taken) > 380
+    for ln, rec in taken:
+        assert rec == general_record(ln, RedactionMode.STRICT)

@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from streams.adapters.common import opt_str, req_str
+from streams.event_build import EventFields, new_event
 from streams.events import PROMPT, STOP, SUBAGENT_STOP, HookEvent, kebab, stable_id
 
 _BODY_FIELD = {
@@ -37,6 +38,15 @@ def adapt_backend_hook(payload: dict[str, Any], event_time_ms: int, source: str,
         RejectedInput: ``missing_field`` / ``wrong_shape`` for a missing event name or
             session id, or a body field that is not a string.
     """
+    return new_event(**backend_hook_fields(payload, event_time_ms, source, raw=raw))
+
+
+def backend_hook_fields(payload: dict[str, Any], event_time_ms: int, source: str, *, raw: dict[str, Any] | None = None) -> EventFields:
+    """The event fields :func:`adapt_backend_hook` builds its event from (not validated yet).
+
+    Raises:
+        RejectedInput: as :func:`adapt_backend_hook`.
+    """
     name = payload.get("hook_event_name") or payload.get("event")
     if not isinstance(name, str) or not name:
         name = req_str(payload, "hook_event_name")
@@ -52,7 +62,7 @@ def adapt_backend_hook(payload: dict[str, Any], event_time_ms: int, source: str,
     cwd = opt_str(payload, "cwd")
     project = cwd.rstrip("/").rsplit("/", 1)[-1] if cwd and cwd.strip("/") else None
     native_id = payload.get("tool_use_id") or payload.get("turn_id") or ""
-    return HookEvent(
+    return EventFields(
         event_id=stable_id(source, session_id, agent_id, name, event_time_ms, native_id, body),
         source=source,
         event_type=_TYPE.get(name) or kebab(name),

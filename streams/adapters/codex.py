@@ -13,6 +13,7 @@ from typing import Any
 
 from streams.adapters.claude_code import adapt_backend_hook
 from streams.adapters.common import opt_str, req_str
+from streams.event_build import new_event
 from streams.events import STOP, HookEvent, stable_id
 
 
@@ -37,7 +38,7 @@ def adapt_codex_notify(payload: dict[str, Any], event_time_ms: int) -> HookEvent
     turn = opt_str(payload, "turn-id")
     body = opt_str(payload, "last-assistant-message")
     cwd = opt_str(payload, "cwd")
-    return HookEvent(
+    return new_event(
         event_id=stable_id("codex-notify", thread, turn, event_time_ms, body),
         source="codex",
         event_type=STOP,

@@ -14,6 +14,7 @@ from typing import Any
 
 from streams.adapters.common import opt_str
 from streams.deadletter import Reason, RejectedInput
+from streams.event_build import EventFields, new_event
 from streams.events import PROMPT, STOP, HookEvent, stable_id
 
 _TYPES = {"received": PROMPT, "sent": STOP}
@@ -26,6 +27,15 @@ def adapt_openclaw(payload: dict[str, Any], event_time_ms: int, *, raw: dict[str
     Raises:
         RejectedInput: ``wrong_shape`` when ``context`` is not an object or the action is not
             received/sent; ``missing_field`` when no session id or no ``context.content``.
+    """
+    return new_event(**openclaw_fields(payload, event_time_ms, raw=raw))
+
+
+def openclaw_fields(payload: dict[str, Any], event_time_ms: int, *, raw: dict[str, Any] | None = None) -> EventFields:
+    """The event fields :func:`adapt_openclaw` builds its event from (not validated yet).
+
+    Raises:
+        RejectedInput: as :func:`adapt_openclaw`.
     """
     action = payload.get("action")
     if action is None and isinstance(payload.get("event"), str):
@@ -46,7 +56,7 @@ def adapt_openclaw(payload: dict[str, Any], event_time_ms: int, *, raw: dict[str
     if content is None:
         raise RejectedInput(Reason.MISSING_FIELD, "OpenClaw event has no context.content")
     mid = opt_str(ctx, "messageId") or ""
-    return HookEvent(
+    return EventFields(
         event_id=stable_id("openclaw", sid, action, event_time_ms, mid, content),
         source="openclaw",
         event_type=_TYPES[action],

@@ -16,6 +16,7 @@ from typing import Any
 
 from streams.adapters.common import opt_str
 from streams.deadletter import Reason, RejectedInput
+from streams.event_build import new_event
 from streams.events import HookEvent, kebab, stable_id
 
 PLUGIN_HOOKS = frozenset({"before_agent_start", "before_prompt_build", "after_tool_call", "agent_end"})
@@ -36,7 +37,7 @@ def adapt_openclaw_plugin(payload: dict[str, Any], event_time_ms: int) -> HookEv
     session_key = opt_str(ctx, "sessionKey") or opt_str(payload, "sessionKey") or "default"
     agent_id = opt_str(ctx, "agentId")
     call_id = opt_str(event, "toolCallId") or ""
-    return HookEvent(
+    return new_event(
         event_id=stable_id("openclaw-plugin", session_key, hook, event_time_ms, call_id, event),
         source="openclaw",
         event_type=kebab(hook),
@@ -61,7 +62,7 @@ def adapt_kb_line(payload: dict[str, Any], event_time_ms: int) -> HookEvent:
     if not isinstance(eid, str) or not eid:
         raise RejectedInput(Reason.MISSING_FIELD, "KnowHub event has no 'event_id'")
     session = payload.get("session_key")
-    return HookEvent(
+    return new_event(
         event_id=stable_id("knowhub", eid),
         source="knowhub",
         event_type=str(payload["type"]),
