@@ -31,6 +31,7 @@ from projections.analytics import ANALYTICS_QUERIES, MEMORY_QUERIES
 from projections.queries import QUERIES, NamedQuery, open_for_reading, run_query
 from projections.sink import MetaMismatch
 from streams.body_hash import KeyStrategy
+from streams.ordered_pool import auto_jobs
 from streams.settings import Settings
 
 app = typer.Typer(help="hivestream: dedup AI-agent memory captures into DuckDB projections.", no_args_is_help=True,
@@ -135,11 +136,14 @@ def run(
     window_ms: WindowOpt = None,
     key_strategy: KeyOpt = None,
     batch_size: BatchOpt = None,
-    jobs: Annotated[int, typer.Option("--jobs", min=0, help="import processes beside the dedup and DuckDB writer (same tables); 0: import here")] = 0,
+    jobs: Annotated[int | None, typer.Option("--jobs", min=0, help="import processes beside the dedup and DuckDB writer (same tables); "
+                                             "0: import in this process; default: one per core for inputs of 4 MiB or more")] = None,
 ) -> None:
     """Import session files, dedup and project them into DuckDB (no broker)."""
     paths = _expand(files)
     settings = _settings(window_ms, key_strategy, batch_size)
+    if jobs is None:
+        jobs = auto_jobs(paths)
     try:
         with err.status("running…") as status:
             report = run_files(paths, db, settings=settings, gateway=gateway, jobs=jobs,
@@ -296,8 +300,6 @@ def produce(
     ensure_topics(s.kafka_bootstrap_servers, t.specs(s.partitions))
     paths = _expand(files)
     if jobs is None:
-        from streams.import_pool import auto_jobs
-
         jobs = auto_jobs(paths)
     t0 = _time.monotonic()
     with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=err, transient=True) as prog:

@@ -24,7 +24,6 @@ parent then holds no event loop or broker connection yet).
 from __future__ import annotations
 
 import multiprocessing
-import os
 from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -35,11 +34,9 @@ from types import TracebackType
 from streams.deadletter import RejectedInput
 from streams.experiences.redact import RedactionMode
 from streams.fast_records import encode_lines
-from streams.importers.files import detect_format, import_file, read_lines
+from streams.importers.files import CHUNK_BYTES, detect_format, import_file, read_lines, split_lines
+from streams.ordered_pool import AUTO_MIN_BYTES, auto_jobs  # noqa: F401 (produce's default, re-exported)
 from streams.producer import ItemRejected, encode_items
-
-CHUNK_BYTES = 1_048_576
-"""Target size of one hook-event task (about 1,800 lines of the generated backlog)."""
 
 Task = tuple[str, str, int, int, bool, RedactionMode]
 """(path, format, first byte, end byte or -1 for the whole file, gateway, privacy mode)."""
@@ -48,19 +45,6 @@ Dead = tuple[int, int, bytes, str, str, str]
 TaskResult = tuple[int, list[bytes], bytes, list[int], list[Dead]]
 """(line count or 0 for a whole file, record keys, record values concatenated, each value's end
 offset in that blob, dead letters) of one task."""
-
-
-def split_lines(data: bytes) -> list[bytes]:
-    """The lines of ``data`` exactly as :func:`streams.importers.files.read_lines` yields them.
-
-    Args:
-        data: whole lines of a file (a range that starts at a line start and ends after a
-            ``\\n`` or at the end of the file).
-    """
-    lines = data.split(b"\n")
-    if lines and not lines[-1]:
-        lines.pop()  # the text after the last "\n" is no line
-    return [ln.rstrip(b"\r\n") for ln in lines]
 
 
 def byte_ranges(path: Path, chunk: int = CHUNK_BYTES) -> list[tuple[int, int]]:
@@ -118,30 +102,6 @@ def run_task(task: Task) -> TaskResult:
     return n_lines, keys, b"".join(values), ends, dead
 
 
-AUTO_MIN_BYTES = 4 * CHUNK_BYTES
-"""Below this much input (bytes, all files) ``produce`` imports in its own process by default."""
-
-
-def auto_jobs(paths: list[Path], cores: int | None = None) -> int:
-    """The default ``--jobs`` of ``produce``: one import process per usable core when there are at
-    least two cores and ``paths`` hold at least :data:`AUTO_MIN_BYTES`, else 0 (import in the
-    sending process; forking would cost more than it saves).
-
-    On 2 cores with the broker beside them the pool imports the generated 200,000-event backlog
-    at 1.4 times the one-process rate (bench/RESULTS.md); the records and their order are the same.
-
-    Args:
-        paths: the input files.
-        cores: usable cores; default: this process's CPU affinity.
-
-    Raises:
-        OSError: when a file cannot be stat'ed.
-    """
-    if cores is None:
-        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    if cores < 2 or sum(p.stat().st_size for p in paths) < AUTO_MIN_BYTES:
-        return 0
-    return cores
 
 
 def _ready() -> int:

@@ -250,8 +250,7 @@ def test_pooled_import_equals_one_process(backlog: Path, tmp_path: Path, monkeyp
 
 
 def test_split_lines_reads_as_the_file_iterator(tmp_path: Path) -> None:
-    from streams.import_pool import split_lines
-    from streams.importers.files import read_lines
+    from streams.importers.files import read_lines, split_lines
 
     for data in (b"", b"a", b"a\n", b"a\n\n", b"\n", b"a\r\nb\rc\n\r\n", b"x\ny"):
         p = tmp_path / "f"
@@ -354,7 +353,7 @@ def test_blocks_hold_the_records_in_order(backlog: Path) -> None:
 
 def test_auto_jobs_one_per_core_for_large_inputs(tmp_path: Path) -> None:
     """``produce``'s default ``--jobs``: a process per core from AUTO_MIN_BYTES of input on, else none."""
-    from streams.import_pool import AUTO_MIN_BYTES, auto_jobs
+    from streams.ordered_pool import AUTO_MIN_BYTES, auto_jobs
 
     small, big = tmp_path / "small.jsonl", tmp_path / "big.jsonl"
     small.write_bytes(b"{}\n")
@@ -422,3 +421,17 @@ def test_line_record_covers_the_usual_lines(backlog: Path) -> None:
     assert len(taken) > 380
     for ln, rec in taken:
         assert rec == general_record(ln, RedactionMode.STRICT)
+
+
+def test_env_kb_settings_follow_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    from streams.keying import env_kb_settings
+
+    monkeypatch.delenv("HIVESTREAM_KB_PRIVACY_MODE", raising=False)
+    first = env_kb_settings()
+    assert env_kb_settings() is first  # built once for one environment
+    assert str(first.privacy_mode) == "strict"
+    monkeypatch.setenv("HIVESTREAM_KB_PRIVACY_MODE", "relaxed")
+    relaxed = env_kb_settings()
+    assert relaxed is not first and str(relaxed.privacy_mode) == "relaxed"
+    monkeypatch.delenv("HIVESTREAM_KB_PRIVACY_MODE")
+    assert env_kb_settings() is first

@@ -23,11 +23,8 @@ from typing import Any
 from streams.body_hash import KeyStrategy
 from streams.deadletter import Reason, RejectedInput
 from streams.frames.capture import DEFAULT_MAX_BODY_BYTES, to_capture
-from streams.importers.files import Item, import_file, import_hook_events, split_lines
+from streams.importers.files import CHUNK_BYTES, Item, import_file, import_hook_events, split_lines
 from streams.memory_tools import DEFAULT_RULES, MemoryToolCall, ToolRule, memory_call
-
-CHUNK_BYTES = 1_048_576
-"""Target size of one hook-event import task (about 1,800 lines of the generated backlog)."""
 
 
 @dataclass(frozen=True)

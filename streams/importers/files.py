@@ -55,6 +55,11 @@ def read_lines(path: Path) -> Iterator[bytes]:
             yield line.rstrip(b"\r\n")
 
 
+CHUNK_BYTES = 1_048_576
+"""Target size of one import task when a hook-event file is cut at line ends for import processes
+(``produce --jobs``, ``run --jobs``): about 1,800 lines of the generated backlog."""
+
+
 def split_lines(data: bytes) -> list[bytes]:
     """The lines of ``data`` exactly as :func:`streams.importers.files.read_lines` yields them.
 
