@@ -43,8 +43,13 @@ from tests.kafka_harness import end_offset_sum, group_lag, stop, unique_namespac
 
 
 def peak_rss_mib() -> float:
-    """Peak resident set size of this process, MiB (Linux ``ru_maxrss`` is in KiB)."""
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    """Peak resident set size of this program, MiB: ``VmHWM``, not ``ru_maxrss``.
+
+    Linux carries a process's ``ru_maxrss`` across ``exec`` (the forked copy of the parent counts),
+    so a stage started by a benchmark that holds a large backlog in memory reported the
+    benchmark's peak, not its own; ``VmHWM`` belongs to the address space ``exec`` created.
+    """
+    return proc_peak_rss_mib(os.getpid())
 
 
 def cpu_s() -> float:
