@@ -32,7 +32,7 @@ from streams.importers.files import import_file
 from streams.keying import hook_event_key
 from streams.producer import ProduceReport, hook_records
 from streams.topics import Topics
-from tests.corpus import claude_files, codex_files
+from tests.corpus import CORPUS, claude_files, codex_files
 from tests.kb_fixtures import scenario_lines, write_lines
 from tests.kb_hardening_lines import hardening_lines
 
@@ -139,6 +139,7 @@ def test_backlog_records_equal(backlog: Path) -> None:
     assert n > 8_000
 
 
+@pytest.mark.skipif(not CORPUS.exists(), reason="shared/corpus is not beside the repository")
 @pytest.mark.parametrize("gateway", [False, True])
 def test_corpus_records_equal(gateway: bool) -> None:
     paths = [*claude_files(), *codex_files()]
