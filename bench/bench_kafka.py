@@ -249,6 +249,8 @@ def main() -> None:
                     help="run only these stages and their anchors (repeatable; the worker and projector stages read what produce wrote)")
     ap.add_argument("--jobs", type=int, action="append", default=[],
                     help="also run produce with this many import processes (repeatable), e.g. --jobs 2")
+    ap.add_argument("--warmup", action=argparse.BooleanOptionalAction, default=True,
+                    help="send the backlog once, untimed, before the first run (a fresh broker's JVM is still compiling)")
     ap.add_argument("--projector-batch", type=int, default=50_000, help="records per projector transaction (hivestream project --batch-size)")
     ap.add_argument("--stage")
     ap.add_argument("args", nargs="*")
@@ -267,6 +269,11 @@ def main() -> None:
         print(f"machine: {platform.machine()}, {os.cpu_count()} cores, python {platform.python_version()}; backlog: {lines} lines "
               f"({size / lines:.0f} bytes each), {a.partitions} partitions, broker on the same machine", flush=True)
         namespaces = []
+        if a.warmup:  # the broker's JVM compiles its hot paths in the first minute; measure after that
+            warm_ns = unique_namespace("bench-warm")
+            ensure_topics(bootstrap, Topics(warm_ns).specs(a.partitions))
+            w = run_stage("raw-produce", bootstrap, warm_ns, str(log))
+            print(f"warm-up (not counted): raw producer {w['rate']:,.0f} records/s", flush=True)
         for _ in range(a.runs):
             ns = unique_namespace("bench")
             ensure_topics(bootstrap, Topics(ns).specs(a.partitions))

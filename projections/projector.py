@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,6 +43,16 @@ class _Batch:
     dead_letters: list[DeadLetter] = field(default_factory=list)
     positions: dict[tuple[str, int], int] = field(default_factory=dict)
     calls: list[MemoryToolCall] = field(default_factory=list)
+
+    def extend(self, later: _Batch) -> _Batch:
+        """Append ``later`` (decoded with ``first_seq`` = this batch's capture count) to this batch."""
+        self.records += later.records
+        for name, col in self.captures.items():
+            col.extend(later.captures[name])
+        self.dead_letters.extend(later.dead_letters)
+        self.positions.update(later.positions)  # a partition's offsets only grow
+        self.calls.extend(later.calls)
+        return self
 
 
 class Projector:
@@ -114,8 +124,9 @@ class Projector:
             return 0
         return self._apply(self._prepare(polled))
 
-    def _prepare(self, polled: dict[TopicPartition, list[Any]]) -> _Batch:
-        """Decode one poll's records into the rows of one transaction (no DuckDB call)."""
+    def _prepare(self, polled: dict[TopicPartition, list[Any]], first_seq: int = 0) -> _Batch:
+        """Decode one poll's records into the rows of one transaction (no DuckDB call); the
+        captures' ``seq`` starts at ``first_seq`` (the captures already in the batch it extends)."""
         dls: list[DeadLetter] = []
         calls: list[MemoryToolCall] = []
         positions: dict[tuple[str, int], int] = {}
@@ -142,7 +153,7 @@ class Projector:
                     except ValueError as e:
                         err = RejectedInput(Reason.WRONG_SHAPE, f"dead-letter record: {e}")
                         dls.append(DeadLetter.of(err, r.value or b"", tp.topic, tp.partition, r.offset, self.clock()))
-        captures, rejects = decode_frame_records(frame_values)
+        captures, rejects = decode_frame_records(frame_values, first_seq)
         for i, err in rejects:
             tp, start = next((tp, start) for tp, start in reversed(frame_origin) if start <= i)
             r = polled[tp][i - start]
@@ -172,7 +183,9 @@ class Projector:
         """Project until stopped.
 
         Batch k is written to DuckDB on a writer thread while this thread polls and decodes batch
-        k + 1 (DuckDB releases the GIL while it executes); batches are still applied one at a
+        k + 1 (DuckDB releases the GIL while it executes), which grows poll by poll until the
+        write is done or it holds ``batch_max`` records: the busier the stream, the larger the
+        transactions, while an idle stream commits what one poll brings. Batches are still applied one at a
         time, in order, each in its own transaction, and the connection is used by one thread at
         a time (snapshots, heartbeats and position checks run while no write is pending). A
         batch decoded when the loop stops is dropped unapplied: its positions are not stored, so
@@ -193,10 +206,19 @@ class Projector:
         dirty = True
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="projector-write") as writer:
             pending: Future[int] | None = None
+            batch: _Batch | None = None
             try:
                 while not should_stop():
-                    polled = self.consumer.poll(timeout_ms=0 if pending is not None else 500, max_records=self.batch_max)
-                    batch = self._prepare(polled) if polled else None
+                    room = self.batch_max - (batch.records if batch is not None else 0)
+                    waiting = pending is not None or batch is not None
+                    polled = self.consumer.poll(timeout_ms=0 if waiting else 500, max_records=room) if room > 0 else {}
+                    if polled:  # decoded now, while the writer works on the previous batch
+                        more = self._prepare(polled, len(batch.captures["seq"]) if batch is not None else 0)
+                        batch = more if batch is None else batch.extend(more)
+                    if pending is not None and not pending.done() and room > 0:
+                        if not polled:
+                            wait([pending], timeout=0.01)
+                        continue  # the next batch grows until the write is done or it is full
                     n = pending.result() if pending is not None else 0  # from here on no write is pending
                     pending = None
                     now = time.monotonic()
@@ -217,6 +239,7 @@ class Projector:
                         break
                     if batch is not None:
                         pending = writer.submit(self._apply, batch)
+                        batch = None
             finally:
                 if pending is not None:
                     pending.result()
