@@ -35,7 +35,7 @@ from streams.deadletter import RejectedInput
 from streams.experiences.redact import RedactionMode
 from streams.fast_records import encode_lines
 from streams.importers.files import CHUNK_BYTES, detect_format, import_file, read_lines, split_lines
-from streams.ordered_pool import AUTO_MIN_BYTES, auto_jobs  # noqa: F401 (produce's default, re-exported)
+from streams.ordered_pool import AUTO_MIN_BYTES, auto_jobs, die_with_parent  # noqa: F401 (produce's default, re-exported)
 from streams.producer import ItemRejected, encode_items
 
 Task = tuple[str, str, int, int, bool, RedactionMode]
@@ -124,7 +124,7 @@ class ImportPool:
         self.jobs = jobs
         methods = multiprocessing.get_all_start_methods()
         ctx = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
-        self._ex = ProcessPoolExecutor(max_workers=jobs, mp_context=ctx)
+        self._ex = ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=die_with_parent)
 
     def __enter__(self) -> ImportPool:
         for f in [self._ex.submit(_ready) for _ in range(self.jobs)]:

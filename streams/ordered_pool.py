@@ -10,8 +10,11 @@ submitted and not yet consumed, so memory is bounded by the tasks' size, not by 
 
 from __future__ import annotations
 
+import ctypes
 import multiprocessing
 import os
+import signal
+import sys
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -50,6 +53,29 @@ def auto_jobs(paths: Sequence[Path], cores: int | None = None) -> int:
     return cores
 
 
+_PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def die_with_parent() -> None:
+    """Process-pool initializer: end this worker when the process that forked it dies.
+
+    A parent killed with ``kill -9`` (or ended by SIGTERM's default action) runs no clean-up, and
+    its pool's workers would wait on their pipes forever, adopted by init. Linux's
+    ``prctl(PR_SET_PDEATHSIG, SIGKILL)`` has the kernel kill the worker when its parent goes; the
+    parent's pid is checked after the call in case it died in between. Elsewhere this does nothing.
+    """
+    if not sys.platform.startswith("linux"):
+        return
+    parent = os.getppid()
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:
+        os._exit(1)
+
+
 def _ready() -> int:
     return 0
 
@@ -74,7 +100,7 @@ class OrderedPool(Generic[T, R]):
         self.limit = jobs * ahead
         methods = multiprocessing.get_all_start_methods()
         ctx = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
-        self._ex = ProcessPoolExecutor(max_workers=jobs, mp_context=ctx)
+        self._ex = ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=die_with_parent)
 
     def __enter__(self) -> OrderedPool[T, R]:
         for f in [self._ex.submit(_ready) for _ in range(self.jobs)]:

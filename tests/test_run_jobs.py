@@ -137,3 +137,41 @@ def test_ordered_pool_keeps_submission_order_and_raises_in_turn() -> None:
         assert got == [100, 121, 144]
     with pytest.raises(ValueError):
         OrderedPool(_slow_square, 0)
+
+
+_ORPHAN_SCRIPT = """
+import sys, time
+from streams.ordered_pool import OrderedPool
+with OrderedPool(abs, 2) as pool:
+    print(" ".join(str(p) for p in pool._ex._processes), flush=True)
+    time.sleep(120)
+"""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    return "\\nState:\\tZ" not in state  # a zombie has ended
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="needs Linux /proc")
+def test_import_processes_end_with_a_killed_parent() -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parent.parent
+    p = subprocess.Popen([sys.executable, "-c", _ORPHAN_SCRIPT], stdout=subprocess.PIPE, text=True, cwd=root,
+                         env={**os.environ, "PYTHONPATH": str(root)})
+    assert p.stdout is not None
+    pids = [int(x) for x in p.stdout.readline().split()]
+    assert len(pids) == 2 and all(_alive(x) for x in pids)
+    os.kill(p.pid, signal.SIGKILL)
+    p.wait()
+    deadline = time.monotonic() + 10
+    while any(_alive(x) for x in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(_alive(x) for x in pids), "import processes outlived their parent"
