@@ -188,22 +188,16 @@ class EmbeddedRunner:
                     pending_calls = self.memory.pending
                 r.records += 1
                 last_off = off
-            if kind == "c":
+            if kind != "d":  # an event (a capture, a tool or lifecycle event, or one to_capture rejected)
                 r.events += 1
                 if call is not None:
                     pending_calls.append(call)  # issue 12
+            if kind == "c":
                 events.append(process(payload if type(payload) is Capture else make(payload)))  # a plain tuple from a pool
                 r.captures += 1
             elif kind == "n":
-                r.events += 1
-                if call is not None:
-                    pending_calls.append(call)
                 r.not_captures += 1
             else:
-                if kind == "e":
-                    r.events += 1
-                    if call is not None:
-                        pending_calls.append(call)
                 assert raw is not None
                 err = rejection(payload)
                 dls.append(DeadLetter.of(err, raw, origin, 0, off, self.clock(), event_id=payload[2]))
