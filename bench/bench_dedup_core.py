@@ -21,12 +21,12 @@ import time
 import tracemalloc
 from pathlib import Path
 
-from streams.body_hash import stripped_body
-from streams.deadletter import RejectedInput
-from streams.events import HookEvent
 from streams.frames.capture import to_capture
 from streams.frames.dedup import DedupCore
 from streams.importers.files import import_file
+from streams.model.body_hash import stripped_body
+from streams.model.deadletter import RejectedInput
+from streams.model.events import HookEvent
 
 CORPUS = Path(__file__).resolve().parent.parent.parent / "shared" / "corpus"
 

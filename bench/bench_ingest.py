@@ -54,7 +54,7 @@ import aiohttp  # noqa: E402
 import orjson  # noqa: E402
 
 from bench.procstat import proc_cpu_s  # noqa: E402
-from hivestream.ingest_server import loop_factory  # noqa: E402
+from hivestream.ingest.server import loop_factory  # noqa: E402
 from tests.ingest_harness import IngestProc  # noqa: E402
 from tests.kafka_broker import kafka_broker  # noqa: E402
 from tests.kafka_harness import unique_namespace, wait_until  # noqa: E402
@@ -116,9 +116,9 @@ def pct(xs: list[float], q: float) -> float:
 
 def records(n: int) -> list[tuple[bytes, bytes]]:
     """(key, value) of ``n`` payloads adapted and serialised as ingest produces them."""
-    from streams.adapters import adapt
-    from streams.keying import hook_event_key
-    from streams.producer import event_value
+    from streams.model.adapters import adapt
+    from streams.produce.encode import event_value
+    from streams.produce.keys import hook_event_key
 
     out = []
     for i in range(n):

@@ -5,13 +5,13 @@ Input: ``bench/backlog.py`` with ``--turns`` turns (4 capture events each; defau
 short prompts, late gateway lines, a few bad lines), ``--partitions`` partitions (default 4).
 Each stage runs ``--runs`` times (median; peak RSS the largest):
 
-* ``produce``: ``streams.producer.produce_files`` (what ``hivestream produce`` runs) from the file,
+* ``produce``: ``streams.produce.producer.produce_files`` (what ``hivestream produce`` runs) from the file,
   vs a raw aiokafka producer sending the same pre-serialised records one ``send()`` each;
 * ``worker``: ``hivestream worker`` from start to a consumer group with zero lag, vs the faust
   no-op agent (``bench/faust_noop.py``, same app settings) on the same topic; the Quix Streams
   dedup job (``bench/quix_dedup.py``, the ``bench`` extra) is printed beside it when installed;
 * ``projector``: ``frames`` → DuckDB (a fresh file each run), vs a raw consume of the same topic with
-  the same client (aiokafka through :class:`projections.consumer.PartitionReader`).
+  the same client (aiokafka through :class:`projections.reader.consumer.PartitionReader`).
 
 Usage: ``python bench/bench_kafka.py [--turns 50000] [--runs 3]``. Uses ``KAFKA_BOOTSTRAP_SERVERS``
 when set, else starts the ``deploy/kafka`` broker and stops it.
@@ -38,7 +38,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.backlog import BacklogSpec, write_backlog  # noqa: E402
 from bench.procstat import proc_cpu_s, proc_peak_rss_mib  # noqa: E402
-from streams.topics import Topics, ensure_topics  # noqa: E402
+from streams.kafka.topics import Topics, ensure_topics  # noqa: E402
 from tests.kafka_harness import end_offset_sum, group_lag, stop, unique_namespace  # noqa: E402
 
 
@@ -67,8 +67,8 @@ def children_cpu_s() -> float:
 def stage_produce(bootstrap: str, namespace: str, path: str, jobs: str = "0") -> dict[str, float]:
     """``produce_files`` of the backlog into ``namespace`` with ``jobs`` import processes; events/s and
     the CPU µs per event of this process and its import processes."""
-    from streams.clock import wall_clock_ms
-    from streams.producer import produce_files
+    from streams.model.clock import wall_clock_ms
+    from streams.produce.producer import produce_files
 
     t0, c0 = time.perf_counter(), cpu_s() + children_cpu_s()
     rep = produce_files([Path(path)], bootstrap, Topics(namespace), now_ms=wall_clock_ms, jobs=int(jobs))
@@ -80,8 +80,8 @@ def stage_raw_produce(bootstrap: str, namespace: str, path: str) -> dict[str, fl
     """The same records, serialised beforehand, sent by aiokafka's idempotent producer one ``send()`` each; events/s."""
     from aiokafka import AIOKafkaProducer
 
-    from streams.clock import wall_clock_ms
-    from streams.producer import ProduceReport, hook_records
+    from streams.model.clock import wall_clock_ms
+    from streams.produce.producer import ProduceReport, hook_records
 
     t = Topics(namespace)
     recs = [(k, v) for topic, k, v in hook_records([Path(path)], t, ProduceReport(), now_ms=wall_clock_ms) if topic == t.hook_events]
@@ -106,8 +106,8 @@ def stage_raw_produce(bootstrap: str, namespace: str, path: str) -> dict[str, fl
 def stage_projector(bootstrap: str, namespace: str, version: str, batch: str = "20000") -> dict[str, float]:
     """Project ``frames[.version]`` + ``dead-letter`` into a fresh DuckDB file, ``batch`` records per
     transaction; records/s."""
-    from projections.projector import Projector
-    from projections.sink import DuckSink
+    from projections.frames.projector import Projector
+    from projections.frames.sink import DuckSink
 
     t = Topics(namespace, version)
     with tempfile.TemporaryDirectory() as d:
@@ -123,7 +123,7 @@ def stage_projector(bootstrap: str, namespace: str, version: str, batch: str = "
 
 def reader_from_start(bootstrap: str, topic: str, client_id: str) -> tuple[Any, list[Any], dict[Any, int]]:
     """The projector's client assigned every partition of ``topic`` at offset 0: (reader, partitions, end offsets)."""
-    from projections.consumer import PartitionReader, TopicPartition
+    from projections.reader.consumer import PartitionReader, TopicPartition
 
     c = PartitionReader(bootstrap, client_id=client_id)
     tps = [TopicPartition(topic, p) for p in c.partitions(topic)]
@@ -154,8 +154,8 @@ def stage_append_floor(bootstrap: str, topic: str, batch: str = "20000") -> dict
     import duckdb
     import pyarrow as pa
 
-    from projections.frame_decode import decode_frame_records
-    from projections.sink import CAPTURE_SCHEMA
+    from projections.frames.decode import decode_frame_records
+    from projections.frames.sink import CAPTURE_SCHEMA
 
     c, tps, ends = reader_from_start(bootstrap, topic, "bench-floor")
     size = int(batch)

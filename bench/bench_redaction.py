@@ -14,7 +14,7 @@ Prints, per detector:
   corpus strings flagged (all rules, and issue 11's rules); the seed documents' paragraphs
   (Chinese and Swedish prose) redacted or flagged by issue 11's rules.
 
-``--baseline REV`` also runs ``streams/experiences/redact.py`` and ``injection.py`` as they are at
+``--baseline REV`` also runs ``streams/redaction/redact.py`` and ``injection.py`` as they are at
 git revision REV (e.g. ``main``), read with ``git show``: the "before" figures.
 
 detect-secrets runs with its default plugins and filters (``default_settings``), line by line as
@@ -43,7 +43,8 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from streams.experiences import injection, redact  # noqa: E402
+from streams.experiences import injection  # noqa: E402
+from streams.redaction import redact  # noqa: E402
 from tests import test_redact  # noqa: E402
 from tests.corpus import CORPUS  # noqa: E402
 from tests.kb_hardening import CARD_NEGATIVES, CARDS, INJECTION_CLASSES, NAMED_SECRET_NEGATIVES, NAMED_SECRETS  # noqa: E402
@@ -200,7 +201,7 @@ def main() -> None:
     detectors: dict[str, Redactor] = {}
     base_inj: types.ModuleType | None = None
     if args.baseline:
-        detectors[f"hand-written @ {args.baseline}"] = hand_redactor(_module_at(args.baseline, "streams/experiences/redact.py", "_base_redact"))
+        detectors[f"hand-written @ {args.baseline}"] = hand_redactor(_module_at(args.baseline, "streams/redaction/redact.py", "_base_redact"))
         base_inj = _module_at(args.baseline, "streams/experiences/injection.py", "_base_injection")
     detectors["hand-written (this tree)"] = hand_redactor(redact)
     try:

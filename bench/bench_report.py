@@ -26,10 +26,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from hivestream.embedded.frames import EmbeddedRunner  # noqa: E402
 from hivestream.report import write_report_files  # noqa: E402
-from hivestream.runner import EmbeddedRunner  # noqa: E402
-from streams.deadletter import RejectedInput  # noqa: E402
-from streams.events import PROMPT, STOP, HookEvent  # noqa: E402
+from streams.model.deadletter import RejectedInput  # noqa: E402
+from streams.model.events import PROMPT, STOP, HookEvent  # noqa: E402
 
 T0 = 1_790_000_000_000  # 2026-09-21
 DAY = 86_400_000

@@ -42,7 +42,7 @@ HIVEMIND = ROOT / "bench" / "hivemind"
 def stage_run(path: str, db: str, jobs: str = "0") -> dict[str, float]:
     """``run_files`` of ``path`` into ``db`` with ``jobs`` import processes; captures/s, peak RSS (MiB)
     of this process and of the largest import process, CPU µs per capture of all of them."""
-    from hivestream.runner import run_files
+    from hivestream.embedded.frames import run_files
 
     def cpu_s(who: int) -> float:
         r = resource.getrusage(who)
@@ -60,9 +60,9 @@ def stage_run(path: str, db: str, jobs: str = "0") -> dict[str, float]:
 
 def captures_json(path: Path, out: Path) -> int:
     """Write the captures of ``path`` as a JSON array of ``[content, event_time_ms]`` (the anchor's input)."""
-    from streams.deadletter import RejectedInput
     from streams.frames.capture import to_capture
     from streams.importers.files import import_file
+    from streams.model.deadletter import RejectedInput
 
     pairs = []
     _fmt, items = import_file(path)

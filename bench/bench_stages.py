@@ -46,7 +46,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.bench_kafka import consume_to_zero_lag, peak_rss_mib, stage_produce, stage_raw_consume, stage_raw_produce  # noqa: E402
 from bench.stage_backlog import KbBacklogSpec, StubBacklogSpec, kb_backlog, stub_backlog, write_lines  # noqa: E402
-from streams.topics import Topics, ensure_topics  # noqa: E402
+from streams.kafka.topics import Topics, ensure_topics  # noqa: E402
 from tests.kafka_harness import unique_namespace  # noqa: E402
 
 
@@ -96,8 +96,8 @@ def stage_stub_raw_produce(bootstrap: str, namespace: str, path: str, partitions
 
 def stage_kb_project(bootstrap: str, namespace: str) -> dict[str, float]:
     """``hivestream kb project --until-caught-up`` into a fresh file; records/s of experience-events + kb-dead-letter."""
-    from projections.kb_projector import KbProjector
-    from projections.kb_sink import KbSink
+    from projections.experiences.projector import KbProjector
+    from projections.experiences.sink import KbSink
 
     t = Topics(namespace)
     with tempfile.TemporaryDirectory() as d:
@@ -113,8 +113,8 @@ def stage_kb_project(bootstrap: str, namespace: str) -> dict[str, float]:
 
 def stage_stub_project(bootstrap: str, namespace: str) -> dict[str, float]:
     """``hivestream stubs project --until-caught-up`` (default match settings) into a fresh file; records/s."""
-    from projections.stub_projector import StubProjector
-    from projections.stubs_sink import StubSink
+    from projections.stubs.projector import StubProjector
+    from projections.stubs.sink import StubSink
     from streams.stubs.settings import MatchSettings
 
     t = Topics(namespace)
@@ -150,7 +150,7 @@ def noop_agent(topic: str, group: str, partitions: int) -> None:
 
     import faust
 
-    from streams.faust_base import make_faust_app, run_app
+    from streams.kafka.faust_app import make_faust_app, run_app
     from streams.settings import Settings
 
     app = make_faust_app(group, Settings(), store="memory://local", partitions=partitions, data_dir=None)

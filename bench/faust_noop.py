@@ -1,6 +1,6 @@
 """The faust floor: an agent that iterates ``<ns>.hook-events`` and does nothing else.
 
-Built by the same :func:`streams.faust_base.make_faust_app` as the hivestream worker (same
+Built by the same :func:`streams.kafka.faust_app.make_faust_app` as the hivestream worker (same
 settings, same fixes), so ``worker rate / this rate`` is what hivestream's per-record work costs on
 top of faust's own per-event machinery. Usage: ``python bench/faust_noop.py NAMESPACE GROUP``
 (runs until stopped).
@@ -16,7 +16,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import faust
 
-from streams.faust_base import make_faust_app, run_app
+from streams.kafka.faust_app import make_faust_app, run_app
 from streams.settings import Settings
 
 

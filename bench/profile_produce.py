@@ -4,19 +4,19 @@ Each step is timed with ``time.process_time`` over the previous step's outputs (
 ``--lines`` lines, garbage collector paused, fastest of 5 passes), so a figure is that step alone:
 
 * ``read``: the file's lines (:func:`streams.importers.files.read_lines`);
-* ``parse``: a line to a JSON object (:func:`streams.decode.parse_json_object`);
-* ``adapt``: the object to a :class:`~streams.events.HookEvent` (:func:`streams.adapters.adapt`);
-* ``scrub``: :func:`streams.experiences.scrub.scrub_kb_event` (strict mode);
-* ``serialise``: the record value (:func:`streams.producer.event_value`);
-* ``key``: the record key (:func:`streams.keying.hook_event_key`);
+* ``parse``: a line to a JSON object (:func:`streams.model.decode.parse_json_object`);
+* ``adapt``: the object to a :class:`~streams.model.events.HookEvent` (:func:`streams.model.adapters.adapt`);
+* ``scrub``: :func:`streams.redaction.scrub.scrub_kb_event` (strict mode);
+* ``serialise``: the record value (:func:`streams.produce.encode.event_value`);
+* ``key``: the record key (:func:`streams.produce.keys.hook_event_key`);
 * ``partition + append``: the partition for the key and the append to an aiokafka record batch
-  (what :func:`streams.producer.send_blocks` does per record, without the network);
-* ``line record``: :func:`streams.fast_records.line_record`, what ``produce`` runs instead of the
+  (what :func:`streams.produce.producer.send_blocks` does per record, without the network);
+* ``line record``: :func:`streams.produce.fast_records.line_record`, what ``produce`` runs instead of the
   steps parse to key for the usual hook-event lines (the steps above are the general path);
 * ``hook_records``: the whole import path as ``produce`` runs it (the sum of the above, measured
   in one pass), the anchor the steps are compared with;
 * ``import task``: what one ``--jobs`` import process runs per byte range
-  (:func:`streams.import_pool.run_task`: the import plus the keys and the value blob it pickles);
+  (:func:`streams.produce.import_pool.run_task`: the import plus the keys and the value blob it pickles);
 * ``receive blocks``: the sender process's own CPU (user + sys) for taking the blocks of two import
   processes (pipe, unpickling, value views, dead letters), before the partition + batch append.
 
@@ -39,18 +39,19 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.backlog import BacklogSpec, write_backlog  # noqa: E402
-from streams.adapters import adapt  # noqa: E402
-from streams.clock import wall_clock_ms  # noqa: E402
-from streams.deadletter import RejectedInput  # noqa: E402
-from streams.decode import parse_json_object  # noqa: E402
-from streams.events import HookEvent  # noqa: E402
-from streams.experiences.redact import RedactionMode  # noqa: E402
-from streams.experiences.scrub import scrub_kb_event  # noqa: E402
-from streams.fast_records import line_record  # noqa: E402
 from streams.importers.files import read_lines  # noqa: E402
-from streams.keying import hook_event_key  # noqa: E402
-from streams.producer import ProduceReport, event_value, hook_records  # noqa: E402
-from streams.topics import Topics, partition_for  # noqa: E402
+from streams.kafka.topics import Topics, partition_for  # noqa: E402
+from streams.model.adapters import adapt  # noqa: E402
+from streams.model.clock import wall_clock_ms  # noqa: E402
+from streams.model.deadletter import RejectedInput  # noqa: E402
+from streams.model.decode import parse_json_object  # noqa: E402
+from streams.model.events import HookEvent  # noqa: E402
+from streams.produce.encode import event_value  # noqa: E402
+from streams.produce.fast_records import line_record  # noqa: E402
+from streams.produce.keys import hook_event_key  # noqa: E402
+from streams.produce.producer import ProduceReport, hook_records  # noqa: E402
+from streams.redaction.redact import RedactionMode  # noqa: E402
+from streams.redaction.scrub import scrub_kb_event  # noqa: E402
 
 
 def timed(fn: Callable[[], Any]) -> tuple[Any, float]:
@@ -134,8 +135,8 @@ def pooled_steps(path: Path, passes: int = 5) -> list[tuple[str, float, int]]:
     receiving the import processes' blocks (its own CPU only), fastest of ``passes``."""
     import resource
 
-    from streams.import_pool import ImportPool, byte_ranges, run_task
-    from streams.producer import hook_blocks
+    from streams.produce.import_pool import ImportPool, byte_ranges, run_task
+    from streams.produce.producer import hook_blocks
 
     ranges = byte_ranges(path, 262_144)
     best, n = float("inf"), 0

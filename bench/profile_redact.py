@@ -3,15 +3,15 @@ rule-by-rule path (the anchor) in the same run, on the generated KnowHub backlog
 
 Times, each the fastest of ``--passes`` passes with the garbage collector paused:
 
-* ``redact() calls``: every string :func:`~streams.experiences.scrub.scrub_kb_event` redacts on
-  these lines (recorded once), passed to :func:`~streams.experiences.redact.redact` again;
+* ``redact() calls``: every string :func:`~streams.redaction.scrub.scrub_kb_event` redacts on
+  these lines (recorded once), passed to :func:`~streams.redaction.redact.redact` again;
 * ``scrub_kb_event``: what ``hivestream produce`` runs per line before keying (strict mode);
 * ``hook_event_key``: the record key (a ``kb_submit`` line derives its experience again, with
   redaction);
 * ``KbDeriver.derive``: the worker's KnowHub derivation of a scrubbed line.
 
-"reference" switches :func:`streams.experiences.redact._redact_strict` to
-:func:`~streams.experiences.redact._redact_reference` (every rule on every string, the code before
+"reference" switches :func:`streams.redaction.redact._redact_strict` to
+:func:`~streams.redaction.redact._redact_reference` (every rule on every string, the code before
 the fast path); the outputs of both are compared line by line and the run fails on a difference.
 
 Usage: ``python bench/profile_redact.py [--lines 5000] [--file kb.jsonl] [--passes 3]``. CPU time
@@ -33,17 +33,17 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.stage_backlog import KbBacklogSpec, kb_backlog  # noqa: E402
-from streams.adapters import adapt  # noqa: E402
-from streams.deadletter import RejectedInput  # noqa: E402
-from streams.decode import parse_json_object  # noqa: E402
-from streams.events import HookEvent  # noqa: E402
-from streams.experiences import redact as redact_mod  # noqa: E402
-from streams.experiences import scrub as scrub_mod  # noqa: E402
 from streams.experiences.from_hooks import KbDeriver  # noqa: E402
-from streams.experiences.redact import Redacted, RedactionMode  # noqa: E402
-from streams.experiences.scrub import scrub_kb_event  # noqa: E402
 from streams.experiences.settings import KbSettings  # noqa: E402
-from streams.keying import hook_event_key  # noqa: E402
+from streams.model.adapters import adapt  # noqa: E402
+from streams.model.deadletter import RejectedInput  # noqa: E402
+from streams.model.decode import parse_json_object  # noqa: E402
+from streams.model.events import HookEvent  # noqa: E402
+from streams.produce.keys import hook_event_key  # noqa: E402
+from streams.redaction import redact as redact_mod  # noqa: E402
+from streams.redaction import scrub as scrub_mod  # noqa: E402
+from streams.redaction.redact import Redacted, RedactionMode  # noqa: E402
+from streams.redaction.scrub import scrub_kb_event  # noqa: E402
 
 
 def _lines(file: Path | None, n: int) -> Iterator[bytes]:

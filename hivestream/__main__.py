@@ -1,5 +1,5 @@
 """``python -m hivestream`` runs the CLI."""
 
-from hivestream.cli import main
+from hivestream.cli.app import main
 
 main()

@@ -3,7 +3,7 @@
 Plotly draws the charts; its JavaScript bundle is inlined once in the page (no CDN, no MathJax,
 no fonts or images fetched), so the file opens offline and makes no network request. A chart
 without data shows "no data yet" and what would fill it. The data come from
-:mod:`projections.report_data` (small aggregated tables), so the page stays the same size
+:mod:`projections.frames.report_data` (small aggregated tables), so the page stays the same size
 whatever the number of events.
 """
 
@@ -21,8 +21,8 @@ import duckdb
 import plotly.graph_objects as go
 from plotly.offline import get_plotlyjs
 
-from projections import report_data as rd
-from projections.analytics import configured_window_ms, window_label
+from projections.frames import report_data as rd
+from projections.frames.analytics import configured_window_ms, window_label
 
 _CONFIG = {"displaylogo": False, "responsive": True, "displayModeBar": False}
 _PALETTE = ["#3b6ea8", "#e07b39", "#4a9a5b", "#b8474a", "#7d62a8", "#8c6d52", "#d17ab8", "#7f7f7f", "#b5b33f", "#3fb2c2"]
@@ -291,8 +291,8 @@ def write_report_files(db: Path, kb_db: Path | None, stubs_db: Path | None, out_
     Raises:
         FileNotFoundError: a file (and its snapshot) is missing; duckdb.Error, OSError.
     """
-    from projections.queries import open_for_reading
-    from streams.clock import wall_clock_ms
+    from projections.reading import open_for_reading
+    from streams.model.clock import wall_clock_ms
 
     opened: list[duckdb.DuckDBPyConnection] = []
     fresh: list[str] = []

@@ -5,9 +5,11 @@ from __future__ import annotations
 from pydantic import AliasChoices, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from streams.body_hash import KeyStrategy
-from streams.frames.capture import DEFAULT_MAX_BODY_BYTES
-from streams.frames.dedup import DEFAULT_ALLOWED_LATENESS_MS, DEFAULT_WINDOW_MS
+from streams.model.body_hash import KeyStrategy
+
+DEFAULT_WINDOW_MS = 600_000  # 10 min; see README "Choosing the window"
+DEFAULT_ALLOWED_LATENESS_MS = 60_000
+DEFAULT_MAX_BODY_BYTES = 524_288  # 512 KiB of UTF-8 after stripping the prefix
 
 
 class Settings(BaseSettings):

@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable
 
-from streams.body_hash import KeyStrategy
-from streams.events import from_prefixed
 from streams.frames.capture import Capture, to_capture
 from streams.frames.dedup import DedupCore, FrameEvent
+from streams.model.body_hash import KeyStrategy
+from streams.model.events import from_prefixed
 
 
 def cap(content: str, t_ms: int, eid: str, *, offset: int | None = None, strategy: KeyStrategy = KeyStrategy.BODY) -> Capture:

@@ -15,10 +15,10 @@ from typing import Any
 
 from kafka import KafkaConsumer, TopicPartition
 
-from hivestream.runner import run_files
-from streams.deadletter import RejectedInput
-from streams.events import HookEvent
+from hivestream.embedded.frames import run_files
 from streams.importers.files import import_file
+from streams.model.deadletter import RejectedInput
+from streams.model.events import HookEvent
 from tests.kafka_harness import frame_tables
 
 REPO_ROOT = Path(__file__).resolve().parent.parent

@@ -18,15 +18,15 @@ import duckdb
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.errors import KafkaError
 
-from projections.projector import Projector
-from projections.sink import DuckSink
-from streams.deadletter import RejectedInput
-from streams.events import HookEvent
+from projections.frames.projector import Projector
+from projections.frames.sink import DuckSink
 from streams.importers.files import import_file
-from streams.keying import hook_event_key
-from streams.lag import consumer_lag
-from streams.lag import worker_group as lag_worker_group
-from streams.topics import Topics, ensure_topics
+from streams.kafka.lag import consumer_lag
+from streams.kafka.lag import worker_group as lag_worker_group
+from streams.kafka.topics import Topics, ensure_topics
+from streams.model.deadletter import RejectedInput
+from streams.model.events import HookEvent
+from streams.produce.keys import hook_event_key
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -78,7 +78,7 @@ def corpus_events(corpus: Path, rounds: int = 1, shift_ms: int = 0) -> list[Hook
 def memory_tool_events(n: int = 12, t0_ms: int = 1_780_000_000_000) -> list[HookEvent]:
     """Memory tool calls as the runtimes' hooks report them: Claude Code ``PostToolUse`` of hive-mind's
     MCP tools (one with a secret in its arguments, one failed) and OpenClaw ``after_tool_call``."""
-    from streams.adapters import adapt
+    from streams.model.adapters import adapt
 
     out = []
     for i in range(n):
@@ -188,7 +188,7 @@ def worker_group(topics: Topics) -> str:
 
 def wait_worker_done(bootstrap: str, topics: Topics, timeout_s: float = 300) -> None:
     """Wait until the frames worker is done: its consumer group has committed every hook-events
-    record (zero committed lag; faust #596 is fixed by :mod:`streams.faust_base`, so a worker that
+    record (zero committed lag; faust #596 is fixed by :mod:`streams.kafka.faust_app`, so a worker that
     processed everything also commits it).
 
     Raises:
@@ -207,8 +207,8 @@ def wait_worker_done(bootstrap: str, topics: Topics, timeout_s: float = 300) -> 
 
 def topic_values(bootstrap: str, topic: str) -> Iterator[bytes]:
     """Every non-empty record value of ``topic``, partition by partition from the start to the end
-    offsets at the time of the call (read with aiokafka through :class:`projections.consumer.PartitionReader`)."""
-    from projections.consumer import PartitionReader, TopicPartition
+    offsets at the time of the call (read with aiokafka through :class:`projections.reader.consumer.PartitionReader`)."""
+    from projections.reader.consumer import PartitionReader, TopicPartition
 
     c = PartitionReader(bootstrap, client_id="test-topic-values")
     try:

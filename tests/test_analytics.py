@@ -8,12 +8,13 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from hivestream.runner import EmbeddedRunner, run_files
-from projections.analytics import ANALYTICS_QUERIES, whatif_counts, window_label
-from projections.queries import QUERIES, run_query
-from projections.schema import DDL
-from streams.events import HookEvent
+from hivestream.embedded.frames import EmbeddedRunner, run_files
+from projections.frames.analytics import ANALYTICS_QUERIES, whatif_counts, window_label
+from projections.frames.queries import QUERIES
+from projections.frames.schema import DDL
+from projections.named_query import run_query
 from streams.importers.files import import_file
+from streams.model.events import HookEvent
 from streams.settings import Settings
 from tests.corpus import CORPUS, claude_files, codex_files
 
@@ -155,7 +156,7 @@ def corpus_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @needs_corpus
 def test_queries_on_the_corpus(corpus_db: Path, tmp_path: Path) -> None:
     con = duckdb.connect(str(corpus_db), read_only=True)
-    cols, rows = run_query(con, "totals")
+    cols, rows = run_query(con, "totals", QUERIES)
     total = {k: int(v) for k, v in zip(cols, rows[0], strict=True)}  # type: ignore[call-overload]
     # the README's window table, produced by the tool: 115 frames / 116 duplicates up to 1 min, 113 / 118 from 10 min on
     whatif = {r[0]: (r[3], r[4], r[5]) for r in q(con, "window-whatif")}
@@ -226,7 +227,7 @@ def test_one_sided_turns_on_the_corpus_with_a_broken_sent_hook(tmp_path: Path) -
 
 
 def test_frame_queries_are_listed_with_a_description() -> None:
-    from hivestream.cli import ALL_QUERIES
+    from hivestream.cli.app import ALL_QUERIES
 
     for name in (*ANALYTICS_QUERIES, *QUERIES, "memory-reads-per-write", "memory-empty-reads", "memory-tool-errors"):
         assert name in ALL_QUERIES and len(ALL_QUERIES[name].description) > 20

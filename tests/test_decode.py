@@ -6,10 +6,10 @@ import json
 
 import pytest
 
-from streams.deadletter import Reason, RejectedInput
-from streams.decode import decode_hook_record
-from streams.events import PROMPT, STOP, HookEvent
 from streams.frames.capture import to_capture
+from streams.model.deadletter import Reason, RejectedInput
+from streams.model.decode import decode_hook_record
+from streams.model.events import PROMPT, STOP, HookEvent
 
 T = "2026-11-02T10:00:00Z"
 

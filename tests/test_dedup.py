@@ -7,8 +7,8 @@ from collections import Counter
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streams.body_hash import KeyStrategy
 from streams.frames.dedup import DedupCore, group_of_key
+from streams.model.body_hash import KeyStrategy
 from tests.dedup_helpers import cap, fold, run
 
 GW = "[hm session:openclaw-gateway:c1 src:openclaw event:stop] "

@@ -19,8 +19,8 @@ import pytest
 
 from streams.frames.capture import Capture
 from streams.frames.dedup import DedupCore, FrameEvent, group_of_key
-from streams.keying import group_record_key
-from streams.topics import partition_for
+from streams.kafka.topics import partition_for
+from streams.model.key_groups import group_record_key
 from tests.dedup_helpers import cap
 
 W, L = 10_000, 2_000

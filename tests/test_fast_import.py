@@ -1,10 +1,10 @@
-"""The import fast path (:mod:`streams.fastpath`) against the model path it replaces, record for record.
+"""The import fast path (:mod:`streams.model.fastpath`) against the model path it replaces, record for record.
 
 Every comparison runs the same input twice, once with ``fastpath.ENABLED`` and once without
 (orjson vs ``json``, orjson vs pydantic's serialiser, the prefix-free body hash vs
 ``stripHmPrefix`` of the built content, the stable-id shortcut vs the JSON encoder), and requires
 equal results: the same records (topic, key, value bytes, dead letters with their reasons) from
-``produce``'s :func:`streams.producer.hook_records`, the same events and captures from the
+``produce``'s :func:`streams.produce.producer.hook_records`, the same events and captures from the
 importers (what ``hivestream run`` reads), on the real corpus, the demo samples, KnowHub lines
 and the generated backlog with its bad lines.
 """
@@ -21,17 +21,17 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bench.backlog import BacklogSpec, write_backlog
-from streams import decode, fastpath
-from streams.body_hash import body_hash
-from streams.deadletter import RejectedInput
-from streams.decode import parse_json_object
-from streams.events import HookEvent, stable_id
-from streams.experiences.redact import RedactionMode
 from streams.frames.capture import capture_body_hash, to_capture
 from streams.importers.files import import_file
-from streams.keying import hook_event_key
-from streams.producer import ProduceReport, hook_records
-from streams.topics import Topics
+from streams.kafka.topics import Topics
+from streams.model import decode, fastpath
+from streams.model.body_hash import body_hash
+from streams.model.deadletter import RejectedInput
+from streams.model.decode import parse_json_object
+from streams.model.events import HookEvent, stable_id
+from streams.produce.keys import hook_event_key
+from streams.produce.producer import ProduceReport, hook_records
+from streams.redaction.redact import RedactionMode
 from tests.corpus import CORPUS, claude_files, codex_files
 from tests.kb_fixtures import scenario_lines, write_lines
 from tests.kb_hardening_lines import hardening_lines
@@ -231,7 +231,7 @@ def test_big_numbers_keep_their_type() -> None:
 def test_pooled_import_equals_one_process(backlog: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """``produce --jobs 2``: the same records in the same order as the one-process import, with
     hook-event files cut into many byte ranges (offsets of dead letters continue across them)."""
-    from streams import import_pool
+    from streams.produce import import_pool
 
     monkeypatch.setattr(import_pool, "CHUNK_BYTES", 40_000)
     no_newline = tmp_path / "last-line-unterminated.jsonl"
@@ -290,7 +290,7 @@ def built(fields: dict[str, Any]) -> Any:
     """Everything a constructed event is made of (values with their types), or the error's type."""
     from pydantic import ValidationError
 
-    from streams.event_build import new_event
+    from streams.model.event_build import new_event
 
     try:
         ev = new_event(**fields)
@@ -313,7 +313,7 @@ def test_new_event_equals_validated_event(fields: dict[str, Any]) -> None:
 
 def test_new_event_takes_the_fast_path(monkeypatch: pytest.MonkeyPatch) -> None:
     """A well-formed event is built without pydantic's validator (else the comparison above proves nothing)."""
-    from streams import event_build
+    from streams.model import event_build
 
     def boom(*_a: Any, **_k: Any) -> Any:
         raise AssertionError("validated")
@@ -330,8 +330,8 @@ def test_new_event_takes_the_fast_path(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_blocks_hold_the_records_in_order(backlog: Path) -> None:
     """What the sender takes: the blocks of ``produce`` (one process and pooled) concatenate to its
     records, each block one topic, placed records keep their partitions."""
-    from streams import import_pool
-    from streams.producer import Block, blocks_of, hook_blocks
+    from streams.produce import import_pool
+    from streams.produce.producer import Block, blocks_of, hook_blocks
 
     def flat(blocks: list[Block]) -> list[Any]:
         out: list[Any] = []
@@ -354,7 +354,7 @@ def test_blocks_hold_the_records_in_order(backlog: Path) -> None:
 
 def test_auto_jobs_one_per_core_for_large_inputs(tmp_path: Path) -> None:
     """``produce``'s default ``--jobs``: a process per core from AUTO_MIN_BYTES of input on, else none."""
-    from streams.ordered_pool import AUTO_MIN_BYTES, auto_jobs
+    from streams.importers.ordered_pool import AUTO_MIN_BYTES, auto_jobs
 
     small, big = tmp_path / "small.jsonl", tmp_path / "big.jsonl"
     small.write_bytes(b"{}\n")
@@ -370,8 +370,8 @@ def test_auto_jobs_one_per_core_for_large_inputs(tmp_path: Path) -> None:
 
 def general_record(line: bytes, mode: RedactionMode) -> Any:
     """What the general path makes of one hook-event line: (key, value) or the rejection."""
-    from streams.decode import decode_hook_record
-    from streams.producer import ItemRejected, encode_item
+    from streams.model.decode import decode_hook_record
+    from streams.produce.encode import ItemRejected, encode_item
 
     try:
         rec = encode_item(decode_hook_record(line), mode)
@@ -405,7 +405,7 @@ OPENCLAW = st.fixed_dictionaries(
 def test_line_record_equals_the_general_path(payload: dict[str, Any], mode: RedactionMode) -> None:
     """``produce``'s line fast path: whenever it gives a record, it is the general path's record
     (decode, adapt, validate, scrub, serialise, key) byte for byte, on odd payloads of every shape it covers."""
-    from streams.fast_records import line_record
+    from streams.produce.fast_records import line_record
 
     line = json.dumps(payload).encode("utf-8", "surrogatepass")
     rec = line_record(line)
@@ -415,7 +415,7 @@ def test_line_record_equals_the_general_path(payload: dict[str, Any], mode: Reda
 
 def test_line_record_covers_the_usual_lines(backlog: Path) -> None:
     """The fast path really is taken for the backlog's well-formed captures (else the comparisons prove nothing)."""
-    from streams.fast_records import line_record
+    from streams.produce.fast_records import line_record
 
     lines = backlog.read_bytes().splitlines()[:400]
     taken = [(ln, rec) for ln in lines if (rec := line_record(ln)) is not None]
@@ -425,7 +425,7 @@ def test_line_record_covers_the_usual_lines(backlog: Path) -> None:
 
 
 def test_env_kb_settings_follow_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    from streams.keying import env_kb_settings
+    from streams.experiences.keys import env_kb_settings
 
     monkeypatch.delenv("HIVESTREAM_KB_PRIVACY_MODE", raising=False)
     first = env_kb_settings()

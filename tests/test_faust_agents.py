@@ -13,11 +13,11 @@ from unittest.mock import AsyncMock
 import colorlog
 import pytest
 
-from streams.events import from_prefixed
-from streams.faust_base import plain_logs_unless_tty, run_before_commit
 from streams.frames.codec import frame_event_from_json
-from streams.frames.worker import create_app
+from streams.kafka.faust_app import plain_logs_unless_tty, run_before_commit
+from streams.model.events import from_prefixed
 from streams.settings import Settings
+from streams.workers.hooks import create_app
 
 
 class FakeBatch:
@@ -105,7 +105,8 @@ async def test_dedup_agent_routes_tool_events_and_bad_input(h: Any) -> None:
 
 def test_an_unexpected_exception_is_dead_lettered_not_raised(monkeypatch: pytest.MonkeyPatch) -> None:
     from streams.frames import steps
-    from streams.frames.steps import Position, route_hook_record
+    from streams.frames.steps import route_hook_record
+    from streams.model.position import Position
 
     def boom(*_a: object, **_k: object) -> None:
         raise ZeroDivisionError("bug")
@@ -117,7 +118,8 @@ def test_an_unexpected_exception_is_dead_lettered_not_raised(monkeypatch: pytest
 
 
 def test_a_tombstone_is_dead_lettered_with_a_clear_reason() -> None:
-    from streams.frames.steps import Position, route_hook_record
+    from streams.frames.steps import route_hook_record
+    from streams.model.position import Position
 
     out = route_hook_record(None, Position("t", 0, 1, 0), Settings(), 1)
     assert out is not None and out.reason == "malformed_json" and "tombstone" in out.detail  # type: ignore[union-attr]
@@ -127,13 +129,13 @@ def test_each_running_worker_claims_its_own_state_directory(tmp_path: Any) -> No
     import subprocess
     import sys
 
-    from streams.workdir import claim_worker_dir
+    from streams.kafka.workdir import claim_worker_dir
 
     first = claim_worker_dir(tmp_path, "app")
     second = claim_worker_dir(tmp_path, "app")
     assert (first.name, second.name) == ("worker-0", "worker-1")
     # another process gets the next free slot while this one holds two
-    code = "import sys; from pathlib import Path; from streams.workdir import claim_worker_dir; print(claim_worker_dir(Path(sys.argv[1]), 'app').name)"
+    code = "import sys; from pathlib import Path; from streams.kafka.workdir import claim_worker_dir; print(claim_worker_dir(Path(sys.argv[1]), 'app').name)"
     res = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, check=True)
     assert res.stdout.strip() == "worker-2"
 

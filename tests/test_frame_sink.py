@@ -15,13 +15,13 @@ from typing import Any
 import orjson
 import pytest
 
-from projections.frame_decode import decode_frame_records
-from projections.frames import capture_columns
-from projections.sink import DuckSink
-from streams.deadletter import Reason, RejectedInput
+from projections.frames.decode import decode_frame_records
+from projections.frames.rows import capture_columns
+from projections.frames.sink import DuckSink
 from streams.frames.capture import Capture
 from streams.frames.codec import frame_event_from_json, frame_event_to_json
 from streams.frames.dedup import DedupCore, FrameEvent
+from streams.model.deadletter import Reason, RejectedInput
 
 SOURCES = ("openclaw", "claude-code", "codex")
 
@@ -161,7 +161,7 @@ def test_a_touch_before_its_created_capture_gets_the_writer_later(tmp_path: Path
 def test_a_file_made_with_the_old_primary_keys_folds_the_same(tmp_path: Path) -> None:
     import duckdb
 
-    from projections.schema import DDL
+    from projections.frames.schema import DDL
 
     db = tmp_path / "old.duckdb"
     con = duckdb.connect(str(db))

@@ -16,14 +16,14 @@ from typing import Any
 
 import pytest
 
-from streams.adapters.openclaw import adapt_openclaw
-from streams.body_hash import body_hash
-from streams.deadletter import Reason, RejectedInput
-from streams.events import CAPTURE_TYPES, PROMPT, STOP, SUBAGENT_STOP, HookEvent
 from streams.importers.claude_transcript import import_claude_transcript
 from streams.importers.codex_rollout import import_codex_rollout
 from streams.importers.gateway import with_gateway_capture
-from streams.timeparse import parse_time_ms
+from streams.model.adapters.openclaw import adapt_openclaw
+from streams.model.body_hash import body_hash
+from streams.model.deadletter import Reason, RejectedInput
+from streams.model.events import CAPTURE_TYPES, PROMPT, STOP, SUBAGENT_STOP, HookEvent
+from streams.model.timeparse import parse_time_ms
 from tests.corpus import CORPUS, claude_transcripts, codex_files, corpus_file
 
 pytestmark = pytest.mark.skipif(not (CORPUS / "claude-code").is_dir(), reason=f"no corpus at {CORPUS}")

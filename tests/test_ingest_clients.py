@@ -19,8 +19,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from streams.events import HookEvent
-from streams.topics import Topics
+from streams.kafka.topics import Topics
+from streams.model.events import HookEvent
 from tests.anthropic_stub import REPLY, AnthropicStub
 from tests.ingest_harness import REPO_ROOT, IngestProc, frames_of, read_topic
 from tests.kafka_harness import unique_namespace, wait_until

@@ -21,8 +21,8 @@ import aiohttp
 import httpx
 import pytest
 
-from streams.events import HookEvent
-from streams.topics import Topics
+from streams.kafka.topics import Topics
+from streams.model.events import HookEvent
 from tests.ingest_harness import REPO_ROOT, IngestProc, StoppableBroker, frames_of, read_topic
 from tests.kafka_harness import unique_namespace, wait_until
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from hivestream.spool import Spool
+from hivestream.ingest.spool import Spool
 from tests.ingest_harness import IngestProc
 
 pytestmark = pytest.mark.skipif(not hasattr(socket, "SO_REUSEPORT"), reason="SO_REUSEPORT is Linux/BSD only")

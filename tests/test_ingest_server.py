@@ -14,10 +14,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from streams.deadletter import DeadLetter
-from streams.events import HookEvent
-from streams.keying import hook_event_key
-from streams.topics import Topics
+from streams.kafka.topics import Topics
+from streams.model.deadletter import DeadLetter
+from streams.model.events import HookEvent
+from streams.produce.keys import hook_event_key
 from tests.corpus import CORPUS, claude_files, codex_files
 from tests.ingest_harness import REPO_ROOT, IngestProc, corpus_payloads, frames_of, payload_lines, read_topic
 from tests.kafka_harness import unique_namespace, wait_until

@@ -10,8 +10,8 @@ from typing import Any
 
 from aiokafka.partitioner import DefaultPartitioner
 
-from hivestream.ingest_sink import DurableSink, Record
-from hivestream.spool import Spool
+from hivestream.ingest.sink import DurableSink, Record
+from hivestream.ingest.spool import Spool
 from streams.ingest.partitioner import MemoPartitioner
 from streams.ingest.spool_format import decode_kafka_record
 

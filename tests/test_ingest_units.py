@@ -8,16 +8,16 @@ from pathlib import Path
 
 import pytest
 
-from hivestream.hook_cmd import spool_read, spool_write, stamp
-from hivestream.hooks_config import CLAUDE_EVENTS, add_ours, http_handler, is_ours, remove_ours, set_notify, unset_notify
-from hivestream.spool import Spool, SpoolFull
-from streams.decode import decode_hook_record
-from streams.events import HookEvent
-from streams.experiences.redact import RedactionMode
+from hivestream.hooks.command import spool_read, spool_write, stamp
+from hivestream.hooks.config import CLAUDE_EVENTS, add_ours, http_handler, is_ours, remove_ours, set_notify, unset_notify
+from hivestream.ingest.spool import Spool, SpoolFull
 from streams.ingest.auth import TokenTable, hash_token, is_loopback, parse_tokens
 from streams.ingest.payloads import MAX_DEPTH, process, split_body
 from streams.ingest.spool_format import decode_kafka_record, decode_records, encode_kafka_record, encode_record
-from streams.keying import hook_event_key
+from streams.model.decode import decode_hook_record
+from streams.model.events import HookEvent
+from streams.produce.keys import hook_event_key
+from streams.redaction.redact import RedactionMode
 
 TOK_A = "a-token-that-is-long-enough"
 TOK_B = "b-token-that-is-long-enough"
@@ -111,7 +111,7 @@ def test_object_array_and_ndjson_bodies() -> None:
 @pytest.mark.parametrize(("body", "reason"), [(b"not json", "malformed_json"), (b"\xff\xfe", "not_utf8"), (b"  ", "wrong_shape"),
                                               (b"{a\n{b", "malformed_json")])
 def test_unreadable_bodies_raise_for_the_whole_body(body: bytes, reason: str) -> None:
-    from streams.deadletter import RejectedInput
+    from streams.model.deadletter import RejectedInput
 
     with pytest.raises(RejectedInput) as e:
         split_body(body)
@@ -161,7 +161,7 @@ def test_deep_nesting_is_rejected_not_crashing() -> None:
         nested = {"n": nested}
     acc, rej = _run(json.dumps({**PROMPT, "extra": nested}).encode())
     assert not acc and rej[0].reason == "wrong_shape" and "deeper" in rej[0].detail
-    from streams.deadletter import RejectedInput
+    from streams.model.deadletter import RejectedInput
 
     with pytest.raises(RejectedInput):  # deeper than the JSON parser goes: the whole body is unreadable
         split_body(b"[" * 200_000 + b"]" * 200_000)

@@ -6,7 +6,7 @@ bad lines) are produced by ``hivestream produce`` into four partitions. Two ``hi
 processes share them; one of them is killed with SIGKILL at ten random points of the output and
 started again each time. The backlog spans many fetches and far more than the allowed lateness.
 The workers are done when their consumer group has committed every record (zero committed lag:
-faust #596's stall is fixed in :mod:`streams.faust_base`); then ``frames``, ``frame_captures``
+faust #596's stall is fixed in :mod:`streams.kafka.faust_app`); then ``frames``, ``frame_captures``
 (first writers and late flags included) and the dead letters equal the embedded runner's, row for row.
 """
 
@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from bench.backlog import BacklogSpec, write_backlog
-from streams.topics import Topics
+from streams.kafka.topics import Topics
 from tests.kafka_harness import (
     dead_letter_reasons,
     end_offset_sum,

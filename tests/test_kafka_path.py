@@ -19,9 +19,9 @@ from typing import Any
 import duckdb
 import pytest
 
-from hivestream.runner import run_files
-from projections.queries import QUERIES
-from streams.topics import Topics
+from hivestream.embedded.frames import run_files
+from projections.frames.queries import QUERIES
+from streams.kafka.topics import Topics
 from tests.corpus import CORPUS
 from tests.kafka_harness import (
     REPO_ROOT,

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from bench.stage_backlog import KbBacklogSpec, kb_backlog, write_lines
-from streams.topics import Topics
+from streams.kafka.topics import Topics
 from tests.kafka_harness import (
     create_topics,
     end_offset_sum,
@@ -76,7 +76,7 @@ def test_kb_backlog_two_workers_kill9_equal_the_embedded_runner(kafka_bootstrap:
             victim = rnd.choice(sorted(workers))
             kill9(workers[victim])
             workers[victim] = start_worker(kafka_bootstrap, t.namespace, tmp_path / f"w-{victim}", log=wlog)
-        wait_worker_done(kafka_bootstrap, t, timeout_s=600)  # zero committed lag (faust #596 fixed in streams.faust_base)
+        wait_worker_done(kafka_bootstrap, t, timeout_s=600)  # zero committed lag (faust #596 fixed in streams.kafka.faust_app)
         assert group_lag(kafka_bootstrap, worker_group(t), [t.hook_events]) == 0
         assert len(event_ids(kafka_bootstrap, t.experience_events)) >= expected_events
     finally:

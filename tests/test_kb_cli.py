@@ -11,9 +11,9 @@ import duckdb
 import pytest
 from typer.testing import CliRunner
 
-from hivestream.cli import app
-from hivestream.kb_cli import event_log
-from projections.kb_queries import KB_QUERIES
+from hivestream.cli.app import app
+from hivestream.cli.kb import event_log
+from projections.experiences.queries import KB_QUERIES
 from tests.kb_fixtures import EXPERIENCES, scenario_lines, write_lines
 
 runner = CliRunner()

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from hivestream.kb_runner import run_kb_files
+from hivestream.embedded.experiences import run_kb_files
 from streams.experiences.extract import ChatClient
-from streams.experiences.redact import RedactionMode
 from streams.experiences.settings import KbSettings
+from streams.redaction.redact import RedactionMode
 from tests.kb_fixtures import extractor_script, write_lines
 from tests.kb_hardening_lines import ENTRIES, check, extraction_count, hardening_lines, items
 from tests.kb_privacy import leaks

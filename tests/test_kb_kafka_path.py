@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 from kafka import KafkaConsumer, TopicPartition
 
-from hivestream.kb_runner import run_kb_files
-from streams.events import stable_id
+from hivestream.embedded.experiences import run_kb_files
 from streams.experiences.extract import ChatClient
 from streams.experiences.settings import KbSettings
-from streams.topics import Topics
+from streams.kafka.topics import Topics
+from streams.model.events import stable_id
 from tests.kafka_harness import create_topics, end_offset_sum, group_lag, hivestream_cli, start_worker, stop, unique_namespace, wait_until
 from tests.kb_fixtures import T0, extraction_lines, extractor_script, scenario_lines, write_lines
 from tests.kb_hardening_lines import check, extraction_count, hardening_lines
@@ -29,7 +29,7 @@ pytestmark = pytest.mark.kafka
 
 def reviews_for(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Review lines for two experiences of ``lines`` (ids are the first writers' event ids, known in advance)."""
-    from streams.decode import decode_hook_record
+    from streams.model.decode import decode_hook_record
 
     ids = [stable_id(decode_hook_record(json.dumps(d).encode()).event_id, "kb_submit") for d in lines if d.get("event", {}).get("toolName") == "kb_submit"]
     return [

@@ -10,7 +10,7 @@ from typing import Any
 import duckdb
 import pytest
 
-from hivestream.kb_runner import run_kb_files
+from hivestream.embedded.experiences import run_kb_files
 from streams.experiences.extract import ChatClient
 from streams.experiences.search import SearchDoc, search
 from streams.experiences.settings import KbSettings

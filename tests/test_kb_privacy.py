@@ -9,10 +9,10 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from hivestream.kb_runner import run_kb_files
+from hivestream.embedded.experiences import run_kb_files
 from streams.experiences.extract import ChatClient
-from streams.experiences.redact import RedactionMode
 from streams.experiences.settings import KbSettings
+from streams.redaction.redact import RedactionMode
 from tests.kb_fixtures import write_lines
 from tests.kb_privacy import leaks, privacy_lines, secrets
 from tests.openai_stub_server import OpenAIStubServer, Reply

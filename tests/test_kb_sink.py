@@ -1,4 +1,4 @@
-"""KbSink.apply_batch (projections.kb_sink): one Arrow ``INSERT … SELECT`` per table and batch.
+"""KbSink.apply_batch (projections.experiences.sink): one Arrow ``INSERT … SELECT`` per table and batch.
 
 A key twice in one batch keeps one row (DuckDB rejects a key twice in one statement), a batch
 applied again changes nothing, the dedup state and the reminder counters are replaced as the
@@ -13,9 +13,9 @@ from typing import Any
 import duckdb
 import pytest
 
-from projections.kb_sink import KbSink
-from streams.deadletter import DeadLetter, Reason
+from projections.experiences.sink import KbSink
 from streams.experiences.fold import KbBatch
+from streams.model.deadletter import DeadLetter, Reason
 
 
 def _review(event_id: str, experience_id: str = "x1") -> dict[str, Any]:

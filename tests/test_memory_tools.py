@@ -11,14 +11,14 @@ from typing import Any
 import duckdb
 import pytest
 
-from hivestream.runner import run_files
-from projections.analytics import MEMORY_QUERIES
-from projections.memory_calls import MemoryCallPass
-from projections.queries import run_query
-from streams.adapters import adapt
-from streams.events import HookEvent
+from hivestream.embedded.frames import run_files
+from projections.frames.analytics import MEMORY_QUERIES
+from projections.frames.memory_calls import MemoryCallPass
+from projections.named_query import run_query
 from streams.importers.files import import_file
-from streams.memory_tools import DEFAULT_RULES, ToolRule, classify, memory_call, results_returned, split_tool_name
+from streams.memory_calls import DEFAULT_RULES, ToolRule, classify, memory_call, results_returned, split_tool_name
+from streams.model.adapters import adapt
+from streams.model.events import HookEvent
 from tests.corpus import CORPUS, claude_files, codex_files, corpus_file
 from tests.kb_fixtures import cc_tool, oc_tool
 from tests.kb_privacy import forms, secrets
@@ -213,7 +213,7 @@ def test_the_pass_writes_nothing_for_other_events(tmp_path: Path) -> None:
 
 
 def test_rules_from_a_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from streams.memory_tools import RULES_ENV, configured_rules, rules_from_json
+    from streams.memory_calls import RULES_ENV, configured_rules, rules_from_json
 
     f = tmp_path / "rules.json"
     f.write_text(json.dumps([{"name": "Lookup-*", "op": "read", "system": "acme", "server": "*ACME*"}, {"name": "jot", "op": "write", "system": "acme"}]))
@@ -229,7 +229,7 @@ def test_rules_from_a_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> N
 
 def test_a_call_survives_a_trip_through_json() -> None:
     """The record the Kafka path can carry to the projector (see the report to the lead)."""
-    from streams.memory_tools import MemoryToolCall
+    from streams.memory_calls import MemoryToolCall
 
     call = memory_call(adapt(oc_tool(1_780_000_000_000, "s", "a", "kb_search", {"query": "q é"}, {"results": [1]})))
     assert call is not None and MemoryToolCall.from_json(call.to_json()) == call

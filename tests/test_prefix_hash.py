@@ -10,9 +10,9 @@ import subprocess
 
 import pytest
 
-from streams.body_hash import KeyStrategy, body_hash, dedup_key
-from streams.jsstring import JS_WHITESPACE, js_trim
-from streams.prefix import Provenance, build_prefix, parse_prefix, strip_hm_prefix
+from streams.model.body_hash import KeyStrategy, body_hash, dedup_key
+from streams.model.jsstring import JS_WHITESPACE, js_trim
+from streams.model.prefix import Provenance, build_prefix, parse_prefix, strip_hm_prefix
 
 
 def test_build_prefix_token_order_and_default_scope() -> None:

@@ -1,4 +1,4 @@
-"""Privacy redaction of experience text (streams.experiences.redact).
+"""Privacy redaction of experience text (streams.redaction.redact).
 
 Every personal detail below is invented: names, example.com / example.org / example.net
 addresses, 555-01xx and Ofcom drama numbers (07700 900xxx, 020 7946 0xxx), and tokens built by
@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streams.experiences.redact import (
+from streams.redaction.redact import (
     PLACEHOLDER_RE,
     PiiKind,
     Redacted,

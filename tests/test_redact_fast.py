@@ -1,8 +1,8 @@
-"""The fast redaction path equals the plain rule-by-rule path (streams.experiences.redact).
+"""The fast redaction path equals the plain rule-by-rule path (streams.redaction.redact).
 
-:func:`~streams.experiences.redact.redact` skips the rules that cannot match a string (the family
-gates of :func:`~streams.experiences.redact_rules.families` and each rule's
-:meth:`~streams.experiences.redact_rules.Rule.could_match`). These tests compare it with
+:func:`~streams.redaction.redact.redact` skips the rules that cannot match a string (the family
+gates of :func:`~streams.redaction.rules.families` and each rule's
+:meth:`~streams.redaction.rules.Rule.could_match`). These tests compare it with
 ``_redact_reference`` (every rule on every pass, the code before the fast path), text and counts,
 on: the redaction tests' cases, negatives and fragments; every rule's positives and seeded
 near-miss mutations of them; random mixes (hypothesis), also with the characters that case-folding
@@ -23,8 +23,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streams.experiences.redact import _apply_reference, _redact_reference, _redact_strict, redact
-from streams.experiences.redact_rules import RULES, families
+from streams.redaction.redact import _apply_reference, _redact_reference, _redact_strict, redact
+from streams.redaction.rules import RULES, families
 from tests.corpus import CORPUS
 from tests.kb_hardening import REDACTION_CLASSES
 from tests.test_redact import _FRAGMENTS, CASES, NEGATIVES

@@ -12,13 +12,13 @@ from pathlib import Path
 import duckdb
 from typer.testing import CliRunner
 
-from hivestream.cli import app
+from hivestream.cli.app import app
 from hivestream.report import CHARTS
-from projections.schema import DDL
-from projections.sink import DuckSink, publish_snapshot
-from streams.events import HookEvent
+from projections.frames.schema import DDL
+from projections.frames.sink import DuckSink, publish_snapshot
 from streams.frames.capture import to_capture
 from streams.frames.dedup import DedupCore
+from streams.model.events import HookEvent
 from tests.report_fixtures import full_projection
 
 N_CHARTS = len(CHARTS)
@@ -133,7 +133,7 @@ def test_kafka_path_file_read_from_its_snapshot_while_the_writer_holds_it(tmp_pa
 def test_memory_query_on_a_file_without_the_table_says_why(tmp_path: Path) -> None:
     import duckdb
 
-    from projections.schema import DDL
+    from projections.frames.schema import DDL
 
     db = tmp_path / "k.duckdb"
     con = duckdb.connect(str(db))  # a projection made before memory_tool_calls existed

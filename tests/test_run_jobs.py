@@ -16,12 +16,12 @@ import pytest
 from typer.testing import CliRunner
 
 from bench.backlog import BacklogSpec, write_backlog
-from hivestream.cli import SAMPLES, app
-from hivestream.runner import run_files
+from hivestream.cli.app import SAMPLES, app
+from hivestream.embedded.frames import run_files
 from streams.frames import capture_import
 from streams.frames.capture_import import CaptureOptions, file_tasks
 from streams.importers.files import read_lines, split_lines
-from streams.ordered_pool import OrderedPool
+from streams.importers.ordered_pool import OrderedPool
 from tests.corpus import CORPUS, claude_files, codex_files
 
 TABLES = {
@@ -141,7 +141,7 @@ def test_ordered_pool_keeps_submission_order_and_raises_in_turn() -> None:
 
 _ORPHAN_SCRIPT = """
 import sys, time
-from streams.ordered_pool import OrderedPool
+from streams.importers.ordered_pool import OrderedPool
 with OrderedPool(abs, 2) as pool:
     print(" ".join(str(p) for p in pool._ex._processes), flush=True)
     time.sleep(120)

@@ -9,13 +9,13 @@ import duckdb
 import pytest
 from typer.testing import CliRunner
 
-from hivestream.cli import SAMPLES, app
-from hivestream.runner import EmbeddedRunner, run_files
-from projections.queries import QUERIES
-from projections.sink import MetaMismatch
-from streams.deadletter import RejectedInput
+from hivestream.cli.app import SAMPLES, app
+from hivestream.embedded.frames import EmbeddedRunner, run_files
+from projections.frames.queries import QUERIES
+from projections.frames.sink import MetaMismatch
 from streams.frames.capture import to_capture
 from streams.importers.files import import_file
+from streams.model.deadletter import RejectedInput
 from streams.settings import Settings
 from tests.corpus import CORPUS, claude_files, codex_files
 
@@ -192,7 +192,7 @@ def test_user_mistakes_give_one_clear_line(tmp_path: Path, args: list[str], env:
 
 
 def test_a_directory_expands_to_its_jsonl_files_and_names_the_others(tmp_path: Path) -> None:
-    from hivestream.inputs import expand_jsonl
+    from hivestream.cli.inputs import expand_jsonl
 
     d = tmp_path / "in"
     (d / "sub.jsonl").mkdir(parents=True)  # a directory named like a file: walked, never read

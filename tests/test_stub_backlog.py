@@ -23,7 +23,7 @@ import pytest
 from kafka.errors import KafkaError
 
 from bench.stage_backlog import StubBacklogSpec, stub_backlog, write_lines
-from streams.topics import Topics
+from streams.kafka.topics import Topics
 from tests.kafka_harness import REPO_ROOT, end_offset_sum, group_lag, hivestream_cli, kill9, stop, unique_namespace, wait_until
 from tests.stub_kafka_scenario import message_outcomes, stub_tables
 
@@ -45,7 +45,7 @@ def start_stub_worker(bootstrap: str, ns: str, data_dir: Path, log: Path) -> sub
 
 def wait_stub_workers_done(bootstrap: str, t: Topics, timeout_s: float = 600) -> None:
     """Wait until the stub workers' consumer group has committed every ``stub-events`` record (zero
-    committed lag; faust #596's stall is fixed in ``streams.faust_base``).
+    committed lag; faust #596's stall is fixed in ``streams.kafka.faust_app``).
 
     Raises:
         TimeoutError: when that does not happen within ``timeout_s`` seconds.

@@ -12,7 +12,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from hivestream.stubs_cli import stubs_app
+from hivestream.cli.stubs import stubs_app
 from streams.stubs.events import MessageEmbedded, StubUpserted, encode_embedding
 from streams.stubs.log import read_log, write_log
 from streams.stubs.sqlite_import import DEFAULT_MODEL

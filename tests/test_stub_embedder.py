@@ -246,7 +246,7 @@ def test_semantic_retrieval_on_samples(model: MiniLMEmbedder) -> None:
 def test_stub_demo_matches_what_each_author_meant() -> None:
     from typer.testing import CliRunner
 
-    from hivestream.cli import app
+    from hivestream.cli.app import app
 
     res = CliRunner().invoke(app, ["stubs", "demo"])
     assert res.exit_code == 0, res.output

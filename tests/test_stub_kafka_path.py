@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from kafka.errors import KafkaError
 
-from streams.topics import Topics
+from streams.kafka.topics import Topics
 from tests.kafka_harness import REPO_ROOT, end_offset_sum, group_lag, kill9, stop, unique_namespace, wait_until
 from tests.stub_kafka_scenario import embedded, message_outcomes, stub_scenario, stub_tables, write_scenario
 
@@ -54,7 +54,7 @@ def test_stub_kafka_path_equals_the_embedded_runner(kafka_bootstrap: str, tmp_pa
 
     def caught_up() -> bool:
         """The worker's consumer group has committed every stub-events record (faust #596's stall,
-        which used to stop a restarted worker's commits, is fixed in streams.faust_base)."""
+        which used to stop a restarted worker's commits, is fixed in streams.kafka.faust_app)."""
         try:
             return group_lag(kafka_bootstrap, f"{ns}-stubs", [t.stub_events]) == 0
         except KafkaError:

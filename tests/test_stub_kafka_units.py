@@ -9,15 +9,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from projections.stubs_sink import StubSink
-from streams.deadletter import DeadLetter, RejectedInput
-from streams.frames.steps import Position
+from projections.stubs.sink import StubSink
+from streams.kafka.topics import partition_for
+from streams.model.deadletter import DeadLetter, RejectedInput
+from streams.model.position import Position
 from streams.stubs.events import parse_stub_event
 from streams.stubs.outcome import MessageProcessed, parse_output_record
 from streams.stubs.output_fold import OutputFold
 from streams.stubs.partition_step import Emit, StubPartitionStep
 from streams.stubs.routing import route_stub_line
-from streams.topics import partition_for
 from tests.stub_kafka_scenario import CHANNELS, embedded, stub_scenario, stub_tables, write_scenario
 from tests.test_stub_projection import POLICY, T0, msg, stub
 

@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from streams.deadletter import Reason, RejectedInput
+from streams.model.deadletter import Reason, RejectedInput
 from streams.stubs.errors import StubError, code_of
 from streams.stubs.events import (
     MessageEmbedded,

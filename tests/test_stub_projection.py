@@ -8,9 +8,9 @@ import duckdb
 import numpy as np
 import pytest
 
-from projections.stub_queries import STUB_QUERIES, run_stub_query
-from projections.stubs_sink import StubMetaMismatch, run_stub_logs, stored_settings
-from streams.deadletter import Reason, RejectedInput
+from projections.stubs.queries import STUB_QUERIES, run_stub_query
+from projections.stubs.sink import StubMetaMismatch, run_stub_logs, stored_settings
+from streams.model.deadletter import Reason, RejectedInput
 from streams.stubs.events import MessageEmbedded, StubDeleted, StubRefreshed, StubUpserted, encode_embedding
 from streams.stubs.log import LogEntry, StubEventT, read_log, source_name, write_log
 from streams.stubs.replay import StubRunResult, run_stub_events
@@ -233,7 +233,7 @@ def test_other_settings_on_the_same_file_are_refused(tmp_path: Path) -> None:
 
 
 def test_shares_a_file_with_the_frames_projection(tmp_path: Path) -> None:
-    from projections.sink import DuckSink
+    from projections.frames.sink import DuckSink
 
     db = tmp_path / "both.duckdb"
     DuckSink(db).close()

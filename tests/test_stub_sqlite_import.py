@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from streams.deadletter import Reason, RejectedInput
+from streams.model.deadletter import Reason, RejectedInput
 from streams.stubs.errors import StubError, code_of
 from streams.stubs.events import MessageEmbedded, encode_embedding
 from streams.stubs.matcher import StubIndex, to_matched_events

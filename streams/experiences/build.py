@@ -17,11 +17,11 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from streams.deadletter import Reason, RejectedInput
 from streams.experiences.events import FIELD_LIMITS, ExperienceExtracted, ExperienceSubmitted
 from streams.experiences.injection import detect_injection
-from streams.experiences.redact import RedactionMode, redact
 from streams.experiences.settings import KbSettings
+from streams.model.deadletter import Reason, RejectedInput
+from streams.redaction.redact import RedactionMode, redact
 
 _WS = re.compile(r"\s+")
 

@@ -27,7 +27,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
-from streams.deadletter import Reason, RejectedInput
+from streams.model.deadletter import Reason, RejectedInput
 
 MAX_MS = 253402300799999
 
@@ -186,9 +186,9 @@ def parse_kb_event(raw: bytes | str) -> KbEvent:
 
 def kb_key(ev: KbEvent) -> bytes:
     """The ``experience-events`` record key: the key group of an experience's dedup key (as on
-    ``hook-events``, :mod:`streams.keying`), the experience id of a review, else the session."""
+    ``hook-events``, :mod:`streams.model.key_groups`), the experience id of a review, else the session."""
     if isinstance(ev, ExperienceSubmitted | ExperienceExtracted):
-        from streams.keying import group_record_key, key_group
+        from streams.model.key_groups import group_record_key, key_group
 
         return group_record_key(key_group(ev.dedup_key))
     if isinstance(ev, ExperienceReviewed):

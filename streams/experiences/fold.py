@@ -5,7 +5,7 @@ Each experience event becomes a submission row assigned to an experience by
 redacted task/resource/result): within the window W of the first submission it joins that
 experience (its count and agents grow), otherwise it starts a new one whose id is its own
 event id (first writer wins). Reviews and telemetry become rows as they are. The projection
-derives ``experiences`` from these rows (see :data:`projections.kb_schema.REFRESH_EXPERIENCES`),
+derives ``experiences`` from these rows (see :data:`projections.experiences.schema.REFRESH_EXPERIENCES`),
 so applying a record twice, or reviews before their experience, changes nothing.
 
 Reminders: OpenClaw's KnowHub plugin reminds on ``before_agent_start`` and on every 3rd
@@ -20,8 +20,6 @@ from collections.abc import MutableMapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from streams.deadletter import DeadLetter
-from streams.events import stable_id
 from streams.experiences.events import (
     ExperienceExtracted,
     ExperienceReviewed,
@@ -34,7 +32,9 @@ from streams.experiences.events import (
 )
 from streams.frames.capture import Capture
 from streams.frames.dedup import DedupCore
-from streams.state import TrackedState
+from streams.model.deadletter import DeadLetter
+from streams.model.events import stable_id
+from streams.model.tracked_state import TrackedState
 
 # Allowed lateness of the experience dedup: a submission up to a day behind the newest one of its key
 # group still joins an open experience (the frames' rule, DESIGN.md §3, with W = one day).

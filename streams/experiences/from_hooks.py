@@ -28,8 +28,6 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from streams.deadletter import Reason, RejectedInput
-from streams.events import HookEvent, stable_id
 from streams.experiences.build import build_experience, safe_text
 from streams.experiences.events import (
     ExperienceExtracted,
@@ -42,9 +40,11 @@ from streams.experiences.events import (
     KbSearchPerformed,
 )
 from streams.experiences.extract import build_messages
-from streams.experiences.redact import redact
-from streams.experiences.scrub import COUNTS_KEY, prior_counts, scrub_kb_event
 from streams.experiences.settings import KbSettings
+from streams.model.deadletter import Reason, RejectedInput
+from streams.model.events import HookEvent, stable_id
+from streams.redaction.redact import redact
+from streams.redaction.scrub import COUNTS_KEY, prior_counts, scrub_kb_event
 
 _SPLIT = re.compile(r"__|[./:]")
 

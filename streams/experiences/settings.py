@@ -5,7 +5,7 @@ from __future__ import annotations
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from streams.experiences.redact import RedactionMode
+from streams.redaction.redact import RedactionMode
 
 DEFAULT_KB_WINDOW_MS = 86_400_000
 

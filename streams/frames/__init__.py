@@ -3,7 +3,7 @@
 Pure core: :mod:`~streams.frames.capture` (hook event → capture: prefix, hash, key),
 :mod:`~streams.frames.dedup` (the per-key window with key-group watermarks),
 :mod:`~streams.frames.steps` (what one ``hook-events`` record becomes), :mod:`~streams.frames.codec`
-(the ``frames`` topic records). Kafka agent: :mod:`~streams.frames.worker` (faust). Projection:
-``projections/frames.py``, ``projections/sink.py``, ``projections/projector.py``; embedded runner:
-``hivestream/runner.py``.
+(the ``frames`` topic records). Kafka agent: :mod:`~streams.workers.hooks` (faust). Projection:
+``projections/frames/rows.py``, ``projections/frames/sink.py``, ``projections/frames/projector.py``; embedded runner:
+``hivestream/embedded/frames.py``.
 """

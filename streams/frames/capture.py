@@ -6,13 +6,13 @@ import hashlib
 import json
 from typing import NamedTuple
 
-from streams import fastpath
-from streams.body_hash import KeyStrategy, dedup_key, stripped_body
-from streams.deadletter import Reason, RejectedInput
-from streams.events import HookEvent
-from streams.jsstring import js_trim, js_utf8, to_js_utf16
+from streams.model import fastpath
+from streams.model.body_hash import KeyStrategy, dedup_key, stripped_body
+from streams.model.deadletter import Reason, RejectedInput
+from streams.model.events import HookEvent
+from streams.model.jsstring import js_trim, js_utf8, to_js_utf16
+from streams.settings import DEFAULT_MAX_BODY_BYTES
 
-DEFAULT_MAX_BODY_BYTES = 524_288  # 512 KiB of UTF-8 after stripping the prefix
 MAX_RECORD_BYTES = 900_000  # a capture's JSON must fit Kafka's default 1 MiB message.max.bytes
 _CHECK_JSON_ABOVE = 100_000  # JSON escaping can grow a body up to 6x: measure it above this size
 
@@ -23,7 +23,7 @@ class Capture(NamedTuple):
 
     Attributes:
         event_id: the hook event's id (idempotency key).
-        key: dedup key (:func:`streams.body_hash.dedup_key`).
+        key: dedup key (:func:`streams.model.body_hash.dedup_key`).
         body_hash: 64-hex SHA-256 of the stripped, trimmed body (hive-mind parity).
         content: the frame content, prefix included, as the first writer would store it.
         source, session, event_type, parent, project, importance: provenance.
@@ -48,13 +48,13 @@ class Capture(NamedTuple):
 
 
 def capture_body_hash(ev: HookEvent, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> str | None:
-    """The body hash of ``ev``'s capture (:func:`streams.body_hash.body_hash` of its frame content),
+    """The body hash of ``ev``'s capture (:func:`streams.model.body_hash.body_hash` of its frame content),
     or ``None`` when ``ev`` carries no turn text; the checks and errors of :func:`to_capture`.
 
     For an event with a ``body`` (no verbatim ``content``) the frame content is the prefix built
     from the event's tokens plus the body, and those tokens hold neither whitespace nor ``]``, so
     ``stripHmPrefix`` removes exactly the prefix and the body's leading JavaScript whitespace: on
-    the fast path (:mod:`streams.fastpath`) the body is trimmed and hashed without building the
+    the fast path (:mod:`streams.model.fastpath`) the body is trimmed and hashed without building the
     prefix (an ASCII body needs no surrogate check either). Prefixed ``content`` always takes the
     general path.
 

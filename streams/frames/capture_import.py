@@ -2,10 +2,10 @@
 
 The embedded runner reads a file's items (:mod:`streams.importers.files`), validates each event
 into a :class:`~streams.frames.capture.Capture` (:func:`~streams.frames.capture.to_capture`) and
-notes its memory tool call (:func:`~streams.memory_tools.memory_call`); only the dedup core and
+notes its memory tool call (:func:`~streams.memory_calls.memory_call`); only the dedup core and
 the sink need the runner's state. :func:`outcomes` does the stateless part and says what each
 item became, so the same function runs in the runner's process (``--jobs 0``) or in forked
-import processes (``--jobs N``, :class:`streams.ordered_pool.OrderedPool` over
+import processes (``--jobs N``, :class:`streams.importers.ordered_pool.OrderedPool` over
 :func:`file_tasks` / :func:`import_task`), and both give the runner the same sequence.
 
 A hook-event JSONL file is cut into chunks of about :data:`CHUNK_BYTES` at line ends (each line
@@ -20,11 +20,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from streams.body_hash import KeyStrategy
-from streams.deadletter import Reason, RejectedInput
-from streams.frames.capture import DEFAULT_MAX_BODY_BYTES, to_capture
+from streams.frames.capture import to_capture
 from streams.importers.files import CHUNK_BYTES, Item, import_file, import_hook_events, split_lines
-from streams.memory_tools import DEFAULT_RULES, MemoryToolCall, ToolRule, memory_call
+from streams.memory_calls import DEFAULT_RULES, MemoryToolCall, ToolRule, memory_call
+from streams.model.body_hash import KeyStrategy
+from streams.model.deadletter import Reason, RejectedInput
+from streams.settings import DEFAULT_MAX_BODY_BYTES
 
 
 @dataclass(frozen=True)
@@ -34,7 +35,7 @@ class CaptureOptions:
     Attributes:
         strategy: the dedup key strategy.
         max_body_bytes: the largest stripped body accepted, UTF-8 bytes.
-        rules: the memory tool classification table (:func:`streams.memory_tools.configured_rules`).
+        rules: the memory tool classification table (:func:`streams.memory_calls.configured_rules`).
     """
 
     strategy: KeyStrategy = KeyStrategy.BODY

@@ -6,9 +6,9 @@ from typing import Any
 
 import orjson
 
-from streams.deadletter import Reason, RejectedInput
 from streams.frames.capture import Capture
 from streams.frames.dedup import FrameEvent
+from streams.model.deadletter import Reason, RejectedInput
 
 FRAME_EVENT_SCHEMA = 1
 
@@ -17,7 +17,7 @@ def frame_event_to_json(fe: FrameEvent) -> bytes:
     """A frame event as UTF-8 JSON (the ``frames`` topic value); touches carry no content.
 
     Encoded with orjson (about ten times faster than ``json`` here); lone surrogates cannot occur,
-    since captures hold text as Node reads it (:func:`streams.jsstring.to_js_utf16`).
+    since captures hold text as Node reads it (:func:`streams.model.jsstring.to_js_utf16`).
     """
     c = fe.capture
     cap = {"event_id": c.event_id, "key": c.key, "body_hash": c.body_hash, "content": c.content if fe.kind == "created" else None,

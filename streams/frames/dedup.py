@@ -1,12 +1,12 @@
 """The dedup core: a per-key event-time window, first writer wins, a watermark per key group.
 
 Pure and clock-free: time is the captures' event time only. State lives in any
-``MutableMapping[str, Any]`` — a dict in tests, a :class:`~streams.state.TrackedState` stored in
+``MutableMapping[str, Any]`` — a dict in tests, a :class:`~streams.model.tracked_state.TrackedState` stored in
 DuckDB by the embedded runner, a faust table with a changelog topic in the Kafka worker.
 
 Semantics (README "Dedup semantics"; DESIGN.md §3):
 
-* **Key group.** Every key belongs to one of :data:`streams.keying.KEY_GROUPS` groups (from its
+* **Key group.** Every key belongs to one of :data:`streams.model.key_groups.KEY_GROUPS` groups (from its
   body hash). ``hook-events`` is keyed by key group, so a group's captures reach one dedup step in
   log order on every partition count; the embedded runner reads them in the same order.
 * **Watermark.** Per key group: the greatest event time of the group's captures processed so
@@ -39,10 +39,9 @@ from collections.abc import Callable, MutableMapping
 from typing import Any, Literal, NamedTuple
 
 from streams.frames.capture import Capture
-from streams.keying import key_group
+from streams.model.key_groups import key_group
+from streams.settings import DEFAULT_ALLOWED_LATENESS_MS, DEFAULT_WINDOW_MS
 
-DEFAULT_WINDOW_MS = 600_000  # 10 min; see README "Choosing the window"
-DEFAULT_ALLOWED_LATENESS_MS = 60_000
 DEFAULT_SWEEP_EVERY = 20_000  # captures between eviction sweeps
 
 

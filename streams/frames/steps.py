@@ -8,25 +8,15 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
 
-from streams.deadletter import DeadLetter, Reason, RejectedInput
-from streams.decode import decode_hook_record
 from streams.frames.capture import Capture, to_capture
-from streams.memory_tools import MemoryToolCall, ToolRule, memory_call
+from streams.memory_calls import MemoryToolCall, ToolRule, memory_call
+from streams.model.deadletter import DeadLetter, Reason, RejectedInput
+from streams.model.decode import decode_hook_record
+from streams.model.position import Position
 from streams.settings import Settings
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True, slots=True)
-class Position:
-    """Where a record was read: topic, partition, offset, and its Kafka timestamp (epoch ms)."""
-
-    topic: str
-    partition: int
-    offset: int
-    timestamp_ms: int
 
 
 def route_hook_record(raw: bytes | None, pos: Position, settings: Settings, now_ms: int) -> Capture | DeadLetter | None:
@@ -63,7 +53,7 @@ def route_hook_record(raw: bytes | None, pos: Position, settings: Settings, now_
 
 
 def memory_call_of(raw: bytes, pos: Position, rules: Sequence[ToolRule]) -> MemoryToolCall | None:
-    """The memory tool call a valid ``hook-events`` record holds (:func:`streams.memory_tools.memory_call`), else None.
+    """The memory tool call a valid ``hook-events`` record holds (:func:`streams.memory_calls.memory_call`), else None.
 
     Never raises: a record that does not decode is the frames step's dead letter already.
     """

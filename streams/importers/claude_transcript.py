@@ -2,7 +2,7 @@
 
 Replays a transcript as the hook events Claude Code's hooks would have emitted for it, with event
 times taken from the entries' ``timestamp`` fields. Every event is built by the live adapter
-(:func:`streams.adapters.claude_code.adapt_claude_code`) from a synthesised hook payload, so scope,
+(:func:`streams.model.adapters.claude_code.adapt_claude_code`) from a synthesised hook payload, so scope,
 parent, project and ``event_id`` follow the live rules; ``raw`` is that payload without its text
 field (a few identifying fields, never the transcript line).
 
@@ -33,11 +33,11 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from streams.adapters.claude_code import adapt_claude_code
-from streams.deadletter import Reason, RejectedInput
-from streams.decode import parse_json_object
-from streams.events import HookEvent
-from streams.timeparse import parse_time_ms
+from streams.model.adapters.claude_code import adapt_claude_code
+from streams.model.deadletter import Reason, RejectedInput
+from streams.model.decode import parse_json_object
+from streams.model.events import HookEvent
+from streams.model.timeparse import parse_time_ms
 
 Item = tuple[int, bytes, HookEvent | RejectedInput]
 """One importer output: (0-based line offset, that line's raw bytes, event or rejection)."""
@@ -75,7 +75,7 @@ class LineFeeder(Protocol):
 def import_jsonl(lines: Iterable[bytes], feeder: LineFeeder) -> Iterator[Item]:
     """Drive ``feeder`` over ``lines``; shared by the transcript and rollout importers.
 
-    Each line is decoded by :func:`streams.decode.parse_json_object` (strict UTF-8, one JSON
+    Each line is decoded by :func:`streams.model.decode.parse_json_object` (strict UTF-8, one JSON
     object, lone surrogates read as U+FFFD). Blank lines are skipped (offsets still count them).
     A line that fails to decode, or whose events fail to build, yields one
     :class:`RejectedInput` (``not_utf8`` / ``malformed_json`` / ``wrong_shape`` / …) for that

@@ -2,7 +2,7 @@
 
 Replays a rollout as the hook events Codex's hooks would have emitted, with event times from
 each line's top-level ``timestamp``. Events are built by the live adapter
-(:func:`streams.adapters.codex.adapt_codex_hook`) from a synthesised hook payload (with
+(:func:`streams.model.adapters.codex.adapt_codex_hook`) from a synthesised hook payload (with
 ``turn_id``, as real Codex hook payloads carry it); ``raw`` is that payload minus its text field.
 
 Codex logs most things twice (see ``shared/corpus/SOURCES.md``, "Notes for deduplication"), so
@@ -26,10 +26,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from streams.adapters.codex import adapt_codex_hook
-from streams.deadletter import Reason, RejectedInput
 from streams.importers.claude_transcript import Item, import_jsonl
-from streams.timeparse import parse_time_ms
+from streams.model.adapters.codex import adapt_codex_hook
+from streams.model.deadletter import Reason, RejectedInput
+from streams.model.timeparse import parse_time_ms
 
 _TEXT_FIELDS = ("prompt", "last_assistant_message")
 _CALLS = ("function_call", "custom_tool_call")
@@ -44,7 +44,7 @@ def import_codex_rollout(lines: Iterable[bytes]) -> Iterator[Item]:
 
     Yields:
         ``(offset, line, item)``: the 0-based line offset, that line's bytes, and a
-        :class:`~streams.events.HookEvent` (source ``codex``, session = ``session_meta.payload.id``,
+        :class:`~streams.model.events.HookEvent` (source ``codex``, session = ``session_meta.payload.id``,
         project = last path component of the current ``cwd``, ``event_time_ms`` in epoch ms) or a
         :class:`RejectedInput` for a bad line (``not_utf8`` / ``malformed_json`` /
         ``wrong_shape`` / ``bad_timestamp``; ``missing_field`` for an event before any

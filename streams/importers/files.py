@@ -15,9 +15,9 @@ import json
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from streams.deadletter import RejectedInput
-from streams.decode import decode_hook_record
-from streams.events import HookEvent
+from streams.model.deadletter import RejectedInput
+from streams.model.decode import decode_hook_record
+from streams.model.events import HookEvent
 
 Item = tuple[int, bytes, HookEvent | RejectedInput]
 """(0-based line offset, the line's bytes, the event or why the line was rejected)."""

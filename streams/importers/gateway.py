@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 
-from streams.adapters.openclaw import adapt_openclaw
-from streams.deadletter import RejectedInput
-from streams.events import PROMPT, STOP, HookEvent
 from streams.importers.claude_transcript import Item
+from streams.model.adapters.openclaw import adapt_openclaw
+from streams.model.deadletter import RejectedInput
+from streams.model.events import PROMPT, STOP, HookEvent
 
 GATEWAY_SOURCE = "openclaw"
 _ACTIONS = {PROMPT: "received", STOP: "sent"}
@@ -65,7 +65,7 @@ def gateway_channel(backend_session: str) -> str:
 def gateway_event(backend: HookEvent, action: str, event_time_ms: int) -> HookEvent:
     """The OpenClaw ``message:<action>`` event mirroring ``backend`` (``received`` or ``sent``).
 
-    Built by :func:`streams.adapters.openclaw.adapt_openclaw` from an OpenClaw-shaped payload
+    Built by :func:`streams.model.adapters.openclaw.adapt_openclaw` from an OpenClaw-shaped payload
     whose ``context.messageId`` is derived from the backend event id (so ids are distinct and
     stable); ``raw`` is that payload without ``context.content``.
 

@@ -1,6 +1,6 @@
 """Live ingestion, the pure parts: request bodies to events (:mod:`.payloads`), bearer tokens
 (:mod:`.auth`) and the checksummed spool record format (:mod:`.spool_format`).
 
-The I/O around them lives in :mod:`hivestream.ingest_server` (HTTP), :mod:`hivestream.spool`
-(the on-disk spool) and :mod:`hivestream.hook_cmd` (the command hook).
+The I/O around them lives in :mod:`hivestream.ingest.server` (HTTP), :mod:`hivestream.ingest.spool`
+(the on-disk spool) and :mod:`hivestream.hooks.command` (the command hook).
 """

@@ -1,7 +1,7 @@
 """Kafka's default partitioner with each key's hash computed once.
 
 ``hook-events`` keys are few and repeat (``kg:<0..255>`` for every capture, session keys for the
-rest, see :mod:`streams.keying`), while aiokafka's :class:`~aiokafka.partitioner.DefaultPartitioner`
+rest, see :mod:`streams.model.key_groups`), while aiokafka's :class:`~aiokafka.partitioner.DefaultPartitioner`
 runs its pure-Python murmur2 on every record (a few µs each). :class:`MemoPartitioner` keeps
 ``murmur2(key) & 0x7fffffff`` per key and picks ``all_partitions[hash % len(all_partitions)]``:
 the same partition the default partitioner (and the Java client) picks, whatever the partition

@@ -2,13 +2,13 @@
 
 A body is one JSON value (an object: one payload; an array: one payload per element) or NDJSON
 (one JSON value per non-blank line). Each payload is adapted by the importers' adapters
-(:func:`streams.adapters.adapt`, detection skipped unless the runtime is ``auto``), stamped with
+(:func:`streams.model.adapters.adapt`, detection skipped unless the runtime is ``auto``), stamped with
 the server's receive time (``received_at_ms``, also the event time when the payload has none) and
 the gateway id of the token that posted it (``gateway``; whatever the payload says), redacted as
-``hivestream produce`` redacts (:func:`streams.experiences.scrub.scrub_kb_event`), keyed by
-:func:`streams.keying.hook_event_key` and serialised by :func:`streams.producer.event_value`.
+``hivestream produce`` redacts (:func:`streams.redaction.scrub.scrub_kb_event`), keyed by
+:func:`streams.produce.keys.hook_event_key` and serialised by :func:`streams.produce.encode.event_value`.
 Anything that does not become an event is a :class:`Rejected` with a reason code and a
-:class:`~streams.deadletter.DeadLetter` to write. Pure: the clock reading is passed in.
+:class:`~streams.model.deadletter.DeadLetter` to write. Pure: the clock reading is passed in.
 """
 
 from __future__ import annotations
@@ -19,15 +19,15 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from streams.adapters import RUNTIMES, adapt
-from streams.adapters.openclaw_plugin import KB_EVENT_TYPES
-from streams.deadletter import DeadLetter, Reason, RejectedInput
-from streams.decode import sanitize_surrogates
-from streams.events import HookEvent
-from streams.experiences.redact import RedactionMode
-from streams.experiences.scrub import scrub_kb_event
-from streams.keying import hook_event_key
-from streams.producer import MAX_EVENT_BYTES, event_value
+from streams.model.adapters import RUNTIMES, adapt
+from streams.model.adapters.openclaw_plugin import KB_EVENT_TYPES
+from streams.model.deadletter import DeadLetter, Reason, RejectedInput
+from streams.model.decode import sanitize_surrogates
+from streams.model.events import HookEvent
+from streams.produce.encode import MAX_EVENT_BYTES, event_value
+from streams.produce.keys import hook_event_key
+from streams.redaction.redact import RedactionMode
+from streams.redaction.scrub import scrub_kb_event
 
 ROUTE_RUNTIMES = (*RUNTIMES, "auto")
 """The ``{runtime}`` path values ``/v1/hooks/{runtime}`` accepts."""

@@ -1,7 +1,7 @@
 """Detail codes for rejected stub input.
 
-Every stub error is a :class:`~streams.deadletter.RejectedInput` with reason
-``Reason.WRONG_SHAPE`` (the shared :class:`~streams.deadletter.Reason` enum is not extended);
+Every stub error is a :class:`~streams.model.deadletter.RejectedInput` with reason
+``Reason.WRONG_SHAPE`` (the shared :class:`~streams.model.deadletter.Reason` enum is not extended);
 the precise cause is the :class:`StubError` code at the start of the detail text, followed by
 ``": "`` and an explanation, e.g. ``"dimension_mismatch: embedding has 768 dims, expected 3072"``.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-from streams.deadletter import Reason, RejectedInput
+from streams.model.deadletter import Reason, RejectedInput
 
 
 class StubError(StrEnum):

@@ -24,7 +24,7 @@ import numpy as np
 import numpy.typing as npt
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
-from streams.deadletter import Reason, RejectedInput
+from streams.model.deadletter import Reason, RejectedInput
 from streams.stubs.errors import StubError, reject
 
 SCHEMA_VERSION = 1

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from streams.deadletter import RejectedInput
+from streams.model.deadletter import RejectedInput
 from streams.stubs.events import MessageEmbedded, StubDeleted, StubMatched, StubRefreshed, StubUpserted, parse_stub_event
 
 StubEventT = StubUpserted | StubRefreshed | StubDeleted | MessageEmbedded | StubMatched

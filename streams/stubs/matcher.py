@@ -24,8 +24,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 import numpy.typing as npt
 
-from streams.deadletter import RejectedInput
-from streams.events import stable_id
+from streams.model.deadletter import RejectedInput
+from streams.model.events import stable_id
 from streams.stubs.errors import StubError, reject
 from streams.stubs.events import MessageEmbedded, StubDeleted, StubMatched, StubRefreshed, StubUpserted, decode_embedding
 from streams.stubs.records import StubRecord
@@ -60,7 +60,7 @@ class Match:
 class StubIndex:
     """All stubs, per channel and global, ready for matching (in-memory state; pure).
 
-    Errors raised by every method: :class:`~streams.deadletter.RejectedInput` (reason
+    Errors raised by every method: :class:`~streams.model.deadletter.RejectedInput` (reason
     ``wrong_shape``) with a :class:`~streams.stubs.errors.StubError` code first in the detail.
     """
 

@@ -19,7 +19,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
-from streams.deadletter import Reason, RejectedInput
+from streams.model.deadletter import Reason, RejectedInput
 from streams.stubs.events import MAX_MS, Origin, StubDeleted, StubMatched, StubRefreshed, StubUpserted
 
 

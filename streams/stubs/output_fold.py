@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from streams.deadletter import RejectedInput
+from streams.model.deadletter import RejectedInput
 from streams.stubs.events import StubMatched
 from streams.stubs.log import LogEntry
 from streams.stubs.outcome import MessageProcessed, OutputRecord
@@ -35,7 +35,7 @@ MatchKey = tuple[str, str, str | None, int]
 
 
 class OutputFold:
-    """Folds ``stub-matches`` records into a :class:`StubDelta` for :meth:`projections.stubs_sink.StubSink.apply_batch`.
+    """Folds ``stub-matches`` records into a :class:`StubDelta` for :meth:`projections.stubs.sink.StubSink.apply_batch`.
 
     Args:
         runner: holds the stub state (restored from the projection); never asked to match.

@@ -25,8 +25,8 @@ from collections.abc import MutableMapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from streams.deadletter import DeadLetter, Reason, RejectedInput
-from streams.frames.steps import Position
+from streams.model.deadletter import DeadLetter, Reason, RejectedInput
+from streams.model.position import Position
 from streams.stubs.events import MessageEmbedded, StubDeleted, StubMatched, StubRefreshed, StubUpserted, parse_stub_event
 from streams.stubs.log import LogEntry
 from streams.stubs.outcome import MessageProcessed

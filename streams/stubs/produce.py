@@ -14,7 +14,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from streams.producer import PlacedRecord, send_records
+from streams.produce.encode import PlacedRecord
+from streams.produce.producer import send_records
 from streams.stubs.routing import route_stub_line
 
 
@@ -51,7 +52,7 @@ def stub_records(paths: Iterable[Path], topic: str, partitions: int, report: Stu
 
 def produce_stub_logs(paths: Iterable[Path], bootstrap: str, topic: str, partitions: int) -> StubProduceReport:
     """Send every line of ``paths`` to ``topic`` (``partitions`` partitions) with aiokafka's idempotent
-    producer in per-partition batches (:func:`streams.producer.send_records`); returns when every
+    producer in per-partition batches (:func:`streams.produce.producer.send_records`); returns when every
     record is acknowledged.
 
     Raises:

@@ -2,7 +2,7 @@
 
 :class:`StubRunner` is the incremental, pure core shared by :func:`run_stub_events` (one shot,
 in memory), the what-if (:mod:`streams.stubs.whatif`) and the DuckDB runner
-(:mod:`projections.stubs_sink`). Rules:
+(:mod:`projections.stubs.sink`). Rules:
 
 * stub events (upsert / refresh / delete) change the :class:`StubIndex` in log order, so each
   message is matched against the stubs as they were at that point of the log;
@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from streams.deadletter import RejectedInput
+from streams.model.deadletter import RejectedInput
 from streams.stubs.errors import StubError, reject
 from streams.stubs.events import MessageEmbedded, StubDeleted, StubMatched, StubRefreshed, StubUpserted
 from streams.stubs.log import LogEntry, StubEventT, entries

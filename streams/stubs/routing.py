@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from streams.deadletter import RejectedInput
+from streams.kafka.topics import partition_for
+from streams.model.deadletter import RejectedInput
 from streams.stubs.events import parse_stub_event
-from streams.topics import partition_for
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,11 +21,11 @@ from typing import Any, cast, get_args
 
 from pydantic import ValidationError
 
-from streams.deadletter import Reason, RejectedInput
-from streams.events import stable_id
+from streams.model.deadletter import Reason, RejectedInput
+from streams.model.events import stable_id
+from streams.model.timeparse import parse_time_ms
 from streams.stubs.errors import StubError, reject
 from streams.stubs.events import RefreshSource, StubUpserted, decode_embedding
-from streams.timeparse import parse_time_ms
 
 DEFAULT_MODEL = "gemini-embedding-001"
 CHARS_PER_TOKEN = 4  # the common rough estimate for English and Swedish prose

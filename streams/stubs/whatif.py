@@ -14,7 +14,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from streams.deadletter import RejectedInput
+from streams.model.deadletter import RejectedInput
 from streams.stubs.events import StubMatched
 from streams.stubs.log import LogEntry, StubEventT
 from streams.stubs.replay import MessageRecord, StubKey, StubRunResult, run_stub_events

@@ -1,0 +1,2 @@
+"""The ``hivestream`` command, one module per command group (:mod:`.app` is the entry point).
+"""

@@ -1,0 +1,110 @@
+"""Typer commands of live ingestion: ``ingest``, ``hook`` and ``hooks install|uninstall``."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from hivestream.cli.kafka_opts import BootstrapOpt, NamespaceOpt, PartitionsOpt, kafka_settings
+
+hooks_app = typer.Typer(help="install or remove hivestream's hooks in Claude Code, Codex or OpenClaw", no_args_is_help=True)
+
+
+def ingest(
+    host: Annotated[str, typer.Option("--host", help="address to listen on (non-loopback needs tokens)")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", help="TCP port (0: any free port)")] = 8787,
+    tokens_file: Annotated[Path | None, typer.Option("--tokens-file", envvar="HIVESTREAM_INGEST_TOKENS_FILE",
+                                                     help="'GATEWAY_ID TOKEN' per line (TOKEN may be sha256:HEX)")] = None,
+    spool_dir: Annotated[Path, typer.Option("--spool-dir", envvar="HIVESTREAM_SPOOL_DIR", help="durable spool directory")] = Path(
+        ".hivestream-ingest-spool"),
+    spool_max_bytes: Annotated[int, typer.Option("--spool-max-bytes", help="bound of the spool (bytes)")] = 1 << 30,
+    max_body_bytes: Annotated[int, typer.Option("--max-body-bytes", help="largest request body (bytes)")] = 1 << 20,
+    read_timeout_s: Annotated[float, typer.Option("--read-timeout", help="seconds allowed to receive a body")] = 10.0,
+    produce_timeout_s: Annotated[float, typer.Option("--produce-timeout", help="seconds to wait for the broker before spooling")] = 5.0,
+    access_log: Annotated[bool, typer.Option("--access-log", help="log one line per request")] = False,
+    reuse_port: Annotated[bool, typer.Option("--reuse-port", help="SO_REUSEPORT: several ingest processes share --port (each its own --spool-dir)")] = False,
+    bootstrap: BootstrapOpt = None,
+    namespace: NamespaceOpt = None,
+    partitions: PartitionsOpt = None,
+) -> None:
+    """HTTP server for live hook events: POST /v1/hooks/{runtime}, GET /healthz, GET /metrics."""
+    import logging
+
+    from hivestream.ingest.server import ConfigError, IngestConfig, run
+    from streams.experiences.settings import KbSettings
+    from streams.ingest.auth import TokenTable, parse_tokens
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    for noisy in ("kafka", "aiokafka"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    s = kafka_settings(bootstrap, namespace, partitions)
+    entries = []
+    if tokens_file is not None:
+        try:
+            entries = parse_tokens(tokens_file.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as e:
+            print(f"error: {tokens_file}: {e}", file=sys.stderr)
+            raise typer.Exit(2) from e
+    cfg = IngestConfig(host=host, port=port, tokens=TokenTable(entries), bootstrap=s.kafka_bootstrap_servers, namespace=s.topic_namespace,
+                       partitions=s.partitions, spool_dir=spool_dir, spool_max_bytes=spool_max_bytes, max_body_bytes=max_body_bytes,
+                       read_timeout_s=read_timeout_s, produce_timeout_s=produce_timeout_s, privacy_mode=KbSettings().privacy_mode,
+                       access_log=access_log, reuse_port=reuse_port)
+
+    def ready(p: int) -> None:
+        print(f"hivestream ingest: listening on http://{host}:{p}", file=sys.stderr, flush=True)
+
+    try:
+        run(cfg, ready)
+    except (ConfigError, OSError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        raise typer.Exit(2) from e
+
+
+def hook(
+    args: Annotated[list[str] | None, typer.Argument(help="RUNTIME [PAYLOAD] or flush; options --url, --spool-dir, --timeout, --flush-max, --chain")] = None,
+) -> None:
+    """Command hook: post stdin's (or the last argument's) payload to ingest; spool it on failure. Always exits 0."""
+    from hivestream.hooks.command import main as hook_main
+
+    raise typer.Exit(hook_main(list(args or [])))
+
+
+@hooks_app.command("install")
+def install(
+    runtime: Annotated[str, typer.Argument(help="claude-code, codex or openclaw")],
+    url: Annotated[str, typer.Option("--url", envvar="HIVESTREAM_INGEST_URL", help="the ingest server")] = "http://127.0.0.1:8787",
+    scope: Annotated[str, typer.Option("--scope", help="user (~/.claude, ~/.codex, ~/.openclaw) or project (./.claude, ./.codex)")] = "user",
+    command: Annotated[bool, typer.Option("--command", help="Claude Code: command hooks ('hivestream hook claude-code', async) instead of http")] = False,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="print the change, write nothing")] = False,
+) -> None:
+    """Write the runtime's hook configuration (merged, backed up, idempotent)."""
+    from hivestream.hooks.install import apply
+
+    raise typer.Exit(apply(runtime, install=True, url=url, scope=scope, command=command, dry_run=dry_run, home=_home()))
+
+
+@hooks_app.command("uninstall")
+def uninstall(
+    runtime: Annotated[str, typer.Argument(help="claude-code, codex or openclaw")],
+    scope: Annotated[str, typer.Option("--scope", help="user or project")] = "user",
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="print the change, write nothing")] = False,
+) -> None:
+    """Remove hivestream's hooks, leaving the user's own hooks as they were."""
+    from hivestream.hooks.install import apply
+
+    raise typer.Exit(apply(runtime, install=False, url="", scope=scope, command=False, dry_run=dry_run, home=_home()))
+
+
+def _home() -> Path:
+    return Path(os.environ.get("HOME") or Path.home())
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``ingest``, ``hook`` and ``hooks`` to the main app."""
+    app.command("ingest")(ingest)
+    app.command("hook", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})(hook)
+    app.add_typer(hooks_app, name="hooks", help="install/uninstall hooks: claude-code, codex, openclaw")

@@ -1,0 +1,333 @@
+"""``hivestream kb``: the KnowHub knowledge base — run, project, submit, review, search, query.
+
+Review and submission commands *produce events*; the projection changes when they are applied:
+on the embedded default they are appended to the event log next to the database
+(``<db>.kb-events.jsonl``, replayable with ``kb run``) and applied at once; with ``--kafka`` they
+are produced to ``<ns>.experience-events`` and applied by ``kb project``. User mistakes print one
+line on stderr and exit with code 2.
+"""
+
+from __future__ import annotations
+
+import getpass
+import json
+import sys
+import time
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated, Any, NoReturn
+
+import duckdb
+import typer
+from pydantic import ValidationError
+from rich.console import Console
+from rich.text import Text
+
+from hivestream.cli.console import print_named_query, table
+from hivestream.cli.kafka_opts import BootstrapOpt, NamespaceOpt, PartitionsOpt, kafka_settings, stop_on_signals
+from projections.experiences.queries import KB_QUERIES
+from projections.reading import open_for_reading
+from streams.experiences.build import build_experience, safe_text
+from streams.experiences.events import ExperienceReviewed, KbEvent, kb_key
+from streams.experiences.search import SearchDoc, format_json, format_prompt, search
+from streams.experiences.settings import KbSettings
+from streams.model.deadletter import RejectedInput
+from streams.model.events import stable_id
+
+kb_app = typer.Typer(help="KnowHub experiences: run, project, submit, review, search, analytics.", no_args_is_help=True,
+                     pretty_exceptions_enable=False)
+out = Console(width=max(100, Console().width))
+err = Console(stderr=True, width=200)
+
+DbOpt = Annotated[Path, typer.Option("--db", help="DuckDB file")]
+KafkaOpt = Annotated[bool, typer.Option("--kafka", help="produce the event to Kafka instead of the embedded event log")]
+
+
+class SearchFormat(StrEnum):
+    """Output formats of ``kb search``."""
+
+    TABLE = "table"
+    JSON = "json"
+    PROMPT = "prompt"
+
+
+def _fail(message: str) -> NoReturn:
+    err.print(Text.assemble(("error: ", "red"), message), soft_wrap=True)
+    raise typer.Exit(2)
+
+
+def event_log(db: Path) -> Path:
+    """The embedded event log of ``db``: ``<db>.kb-events.jsonl``."""
+    return db.with_name(db.name + ".kb-events.jsonl")
+
+
+def _read(db: Path, sql: str, params: list[Any] | None = None) -> list[tuple[Any, ...]]:
+    try:
+        con, _fresh = open_for_reading(db)
+    except FileNotFoundError as e:
+        _fail(str(e))
+    try:
+        return con.execute(sql, params or []).fetchall()
+    except duckdb.CatalogException:
+        _fail(f"{db} holds no KnowHub projection (run `hivestream kb run` or `hivestream kb project` first)")
+    finally:
+        con.close()
+
+
+def _emit(ev: KbEvent, db: Path, kafka: bool, bootstrap: str | None, namespace: str | None) -> str:
+    """Append ``ev`` to the embedded log and apply it, or produce it to Kafka; returns where it went."""
+    if kafka:
+        from streams.kafka.topics import Topics, ensure_topics
+        from streams.produce.producer import make_producer
+
+        s = kafka_settings(bootstrap, namespace, None)
+        t = Topics(s.topic_namespace)
+        ensure_topics(s.kafka_bootstrap_servers, t.specs(s.partitions))
+        p = make_producer(s.kafka_bootstrap_servers, client_id="hivestream-kb")
+        try:
+            p.send(t.experience_events, key=kb_key(ev), value=ev.model_dump_json().encode()).get(timeout=30)
+        finally:
+            p.close()
+        return t.experience_events
+    from hivestream.embedded.experiences import run_kb_files
+    from projections.experiences.sink import KbSink
+
+    log = event_log(db)
+    try:
+        KbSink(db).close()  # fail before the event is logged, not after (a retry would submit it twice)
+    except duckdb.IOException as e:
+        _fail(f"cannot open {db} (is a projector running? use --kafka): {e}")
+    with log.open("a", encoding="utf-8") as fh:
+        fh.write(ev.model_dump_json() + "\n")
+    try:
+        run_kb_files([log], db, KbSettings())
+    except duckdb.IOException as e:
+        _fail(f"{db} was taken by another process; the event is in {log} and is applied by the next `kb run {log}`: {e}")
+    return str(log)
+
+
+@kb_app.command()
+def run(
+    files: Annotated[list[Path], typer.Argument(help="hook-event JSONL files or directories of them (and KnowHub event lines), in order",
+                                                exists=True)],
+    db: DbOpt = Path("hivestream.duckdb"),
+) -> None:
+    """Embedded: derive KnowHub events from hook-event files and project them (extraction when HIVESTREAM_KB_EXTRACTION_ENABLED=1)."""
+    from hivestream.embedded.experiences import run_kb_files
+    from streams.experiences.extract import ChatClient
+
+    s = KbSettings()
+    try:
+        client = ChatClient(s.extraction_base_url, s.extraction_model, s.extraction_api_key, s.extraction_timeout_s) if s.extraction_enabled else None
+    except ValueError as e:
+        _fail(f"extraction endpoint refused: {e}")
+    from hivestream.cli.inputs import expand_jsonl
+
+    paths, skipped = expand_jsonl(files)
+    if skipped:
+        err.print(Text.assemble(("note: ", "yellow"), f"skipped {len(skipped)} files that are not .jsonl: " + ", ".join(map(str, skipped[:5]))), soft_wrap=True)
+    if not paths:
+        _fail("no .jsonl files in " + ", ".join(map(str, files)))
+    try:
+        rep = run_kb_files(paths, db, s, completer=client)
+    except duckdb.IOException as e:
+        _fail(f"cannot open {db}: {e}")
+    finally:
+        if client is not None:
+            client.close()
+    ev = ", ".join(f"{k} {v}" for k, v in sorted(rep.events.items())) or "none"
+    dl = ", ".join(f"{k} {v}" for k, v in rep.dead_letters.most_common()) or "none"
+    out.print(f"read {rep.lines} lines ({rep.skipped} already applied); KnowHub events: {ev}; extraction requests: {rep.extraction_requests}; "
+              f"dead-lettered: {dl}; privacy mode {s.privacy_mode}; DuckDB file: {db}", soft_wrap=True)
+    _print_status(db)
+
+
+def _print_status(db: Path) -> None:
+    rows = _read(db, "SELECT status, count(*), sum(submit_count) FROM experiences GROUP BY status ORDER BY status")
+    out.print(table("experiences", ["status", "experiences", "submissions"], rows))
+
+
+@kb_app.command()
+def project(
+    db: DbOpt = Path("hivestream.duckdb"),
+    bootstrap: BootstrapOpt = None,
+    namespace: NamespaceOpt = None,
+    partitions: PartitionsOpt = None,
+    idle_exit_s: Annotated[float | None, typer.Option("--idle-exit", help="stop after this many seconds without records")] = None,
+    until_caught_up: Annotated[bool, typer.Option("--until-caught-up", help="stop at the end offsets seen at start")] = False,
+) -> None:
+    """Kafka: project experience-events and kb-dead-letter into the KnowHub tables (one transaction per batch with the offsets)."""
+    from projections.experiences.projector import KbProjector
+    from projections.experiences.sink import KbSink
+    from streams.kafka.topics import Topics, ensure_topics
+
+    s = kafka_settings(bootstrap, namespace, partitions)
+    t = Topics(s.topic_namespace)
+    ensure_topics(s.kafka_bootstrap_servers, t.specs(s.partitions))
+    should_stop = stop_on_signals()
+    try:
+        sink = KbSink(db)
+    except duckdb.IOException as e:
+        _fail(f"cannot open {db}: {e}")
+    try:
+        proj = KbProjector(sink, s.kafka_bootstrap_servers, t.experience_events, t.kb_dead_letter, KbSettings())
+        try:
+            rep = proj.run(until_caught_up=until_caught_up, idle_exit_s=idle_exit_s, should_stop=should_stop)
+        finally:
+            proj.close()
+    finally:
+        sink.close()
+    out.print(f"projected {rep.records} records in {rep.batches} batches: {rep.submissions} submissions, {rep.reviews} reviews, "
+              f"{rep.telemetry} telemetry rows, {rep.dead_letters} dead letters into {db}")
+
+
+@kb_app.command()
+def submit(
+    task: Annotated[str, typer.Option("--task", help="what was done")],
+    result: Annotated[str, typer.Option("--result", help="what came of it")],
+    resource: Annotated[str, typer.Option("--resource", help="tools, files, settings used")] = "",
+    confidence: Annotated[float | None, typer.Option("--confidence", help="0..1")] = None,
+    agent_id: Annotated[str, typer.Option("--agent-id")] = "cli",
+    submitted_by: Annotated[str, typer.Option("--submitted-by")] = "",
+    db: DbOpt = Path("hivestream.duckdb"),
+    kafka: KafkaOpt = False,
+    bootstrap: BootstrapOpt = None,
+    namespace: NamespaceOpt = None,
+) -> None:
+    """Submit an experience directly (redacted, checked for prompt injection, deduplicated like any other)."""
+    s = KbSettings()
+    fields: dict[str, Any] = {"task": task, "resource": resource, "result": result, "confidence": confidence}
+    now = int(time.time() * 1000)
+    try:
+        ev = build_experience(fields, event_id=stable_id("cli-submit", now, task, result), event_time_ms=now, settings=s, agent_id=agent_id,
+                              submitted_by=submitted_by, source_tool="cli", runtime="cli")
+    except RejectedInput as e:
+        _fail(f"not submitted: {e.detail}")
+    where = _emit(ev, db, kafka, bootstrap, namespace)
+    flag = f"; flagged by {', '.join(ev.injection_rules)} (quarantined)" if ev.injection_rules else ""
+    red = f"; redacted {sum(ev.redactions.values())}" if ev.redactions else ""
+    out.print(f"submitted {ev.event_id} → {where}{red}{flag}", soft_wrap=True)
+
+
+@kb_app.command()
+def pending(
+    db: DbOpt = Path("hivestream.duckdb"),
+    quarantined: Annotated[bool, typer.Option("--quarantined", help="list quarantined experiences instead")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="print JSON rows (full ids and texts) instead of a table")] = False,
+) -> None:
+    """Experiences waiting for review (or the quarantined ones), oldest first; approve/reject take an id or a unique prefix."""
+    status = "quarantined" if quarantined else "pending"
+    cols = ["id", "origin", "count", "agents", "confidence", "task", "resource", "result", "rules"]
+    rows = _read(db, """SELECT experience_id, origin, submit_count, agent_ids, confidence, task, resource, result, injection_rules
+                        FROM experiences WHERE status = ? ORDER BY first_seen_ms, experience_id""", [status])
+    if as_json:
+        json.dump([dict(zip(cols, r, strict=True)) for r in rows], sys.stdout, default=str, indent=1)
+        sys.stdout.write("\n")
+        return
+    short: list[tuple[object, ...]] = [(i[:12], o, n, ", ".join(a), None if c is None else round(c, 2), t[:50], res[:60], ", ".join(ru))
+                                       for i, o, n, a, c, t, _r, res, ru in rows]
+    out.print(table(f"{status} experiences ({len(rows)}; ids shortened to a unique-enough prefix, --json for full rows)",
+                    ["id", "origin", "count", "agents", "conf", "task", "result", "rules"], short))
+
+
+def _resolve(db: Path, given: str) -> str:
+    """The full id of the experience ``given`` names: the id itself or a unique prefix (as ``kb pending`` prints it)."""
+    found = [r[0] for r in _read(db, "SELECT experience_id FROM experiences WHERE starts_with(experience_id, ?) ORDER BY 1 LIMIT 5",
+                                 [given.rstrip("…")])]
+    if given in found:
+        return given
+    if len(found) == 1:
+        return str(found[0])
+    if not found:
+        _fail(f"no experience {given!r} in {db} (see `hivestream kb pending --db {db}`)")
+    _fail(f"{given!r} names several experiences ({', '.join(found)}, ...): give more of the id")
+
+
+def _review(experience_id: str, decision: str, reason: str, reviewer: str, db: Path, kafka: bool, bootstrap: str | None, namespace: str | None) -> None:
+    if not kafka or db.exists():
+        experience_id = _resolve(db, experience_id)
+    mode = KbSettings().privacy_mode
+    now = int(time.time() * 1000)
+    try:
+        ev = ExperienceReviewed(event_id=stable_id("review", experience_id, decision, now), event_time_ms=now, experience_id=experience_id,
+                                decision=decision, reviewer=safe_text(reviewer, mode), reason=safe_text(reason, mode))  # type: ignore[arg-type]
+    except ValidationError as e:
+        _fail(f"invalid review: {e.errors()[0]['loc'][0]}: {e.errors()[0]['msg']}")
+    where = _emit(ev, db, kafka, bootstrap, namespace)
+    out.print(f"{decision} {experience_id} → {where}")
+
+
+def _me() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return "cli"
+
+
+@kb_app.command()
+def approve(
+    experience_id: Annotated[str, typer.Argument(help="the experience id (kb pending)")],
+    reason: Annotated[str, typer.Option("--reason")] = "",
+    reviewer: Annotated[str | None, typer.Option("--reviewer", help="default: the login name")] = None,
+    db: DbOpt = Path("hivestream.duckdb"),
+    kafka: KafkaOpt = False,
+    bootstrap: BootstrapOpt = None,
+    namespace: NamespaceOpt = None,
+) -> None:
+    """Approve an experience (produces an experience-reviewed event)."""
+    _review(experience_id, "approved", reason, reviewer or _me(), db, kafka, bootstrap, namespace)
+
+
+@kb_app.command()
+def reject(
+    experience_id: Annotated[str, typer.Argument(help="the experience id (kb pending)")],
+    reason: Annotated[str, typer.Option("--reason", help="why (required)")],
+    reviewer: Annotated[str | None, typer.Option("--reviewer", help="default: the login name")] = None,
+    db: DbOpt = Path("hivestream.duckdb"),
+    kafka: KafkaOpt = False,
+    bootstrap: BootstrapOpt = None,
+    namespace: NamespaceOpt = None,
+) -> None:
+    """Reject an experience with a reason (produces an experience-reviewed event)."""
+    if not reason.strip():
+        _fail("--reason must not be empty")
+    _review(experience_id, "rejected", reason, reviewer or _me(), db, kafka, bootstrap, namespace)
+
+
+def load_docs(db: Path) -> list[SearchDoc]:
+    """Every experience of ``db`` as a :class:`SearchDoc`."""
+    rows = _read(db, "SELECT experience_id, task, resource, result, status, agent_ids FROM experiences ORDER BY experience_id")
+    return [SearchDoc(i, t, r, res, s, tuple(a)) for i, t, r, res, s, a in rows]
+
+
+@kb_app.command("search")
+def search_cmd(
+    query: Annotated[str, typer.Argument(help="what to look for")],
+    db: DbOpt = Path("hivestream.duckdb"),
+    agent_id: Annotated[str | None, typer.Option("--agent-id", help="only experiences this agent submitted")] = None,
+    fmt: Annotated[SearchFormat, typer.Option("--format", help="table, json, or prompt (escaped, marked untrusted)")] = SearchFormat.TABLE,
+    k: Annotated[int, typer.Option("-k", help="at most this many results", min=1)] = 5,
+    include_quarantined: Annotated[bool, typer.Option("--include-quarantined", help="also search quarantined experiences")] = False,
+) -> None:
+    """Rank approved experiences by BM25 relevance (quarantined ones only when asked)."""
+    hits = search(load_docs(db), query, k=k, agent_id=agent_id, include_quarantined=include_quarantined)
+    if fmt is SearchFormat.JSON:
+        sys.stdout.write(format_json(hits) + "\n")
+    elif fmt is SearchFormat.PROMPT:
+        sys.stdout.write(format_prompt(hits) + "\n")
+    else:
+        rows: list[tuple[object, ...]] = [(h.doc.experience_id, round(h.score, 3), h.doc.status, ", ".join(h.doc.agent_ids), h.doc.task[:60],
+                                           h.doc.result[:70]) for h in hits]
+        out.print(table(f"kb search: {query}", ["id", "score", "status", "agents", "task", "result"], rows))
+
+
+@kb_app.command("query")
+def query_cmd(
+    name: Annotated[str | None, typer.Argument(help="query name; omit to list them")] = None,
+    db: DbOpt = Path("hivestream.duckdb"),
+    as_json: Annotated[bool, typer.Option("--json", help="print JSON rows instead of a table")] = False,
+) -> None:
+    """Run a named KnowHub analytics query (submissions-per-agent, approval-rate, ...)."""
+    problem = print_named_query("KnowHub", KB_QUERIES, name, db, as_json, out, err)
+    if problem:
+        _fail(problem)

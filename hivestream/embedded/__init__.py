@@ -1,0 +1,3 @@
+"""The embedded runner (``hivestream run``): the frames pipeline and the KnowHub pipeline over
+files into DuckDB, no broker.
+"""

@@ -1,0 +1,94 @@
+"""The embedded KnowHub runner: hook-event files → KnowHub events → DuckDB, in one process.
+
+The same pure steps as the Kafka path (:func:`streams.experiences.steps.route_kb_record`,
+:func:`~streams.experiences.steps.run_extraction`, :class:`~streams.experiences.fold.KbFold`,
+:class:`~projections.experiences.sink.KbSink`); positions per input file, the dedup state and the
+reminder counters are stored with each batch, so running a file again applies nothing twice.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from projections.experiences.sink import KbSink
+from streams.experiences.events import KbEvent
+from streams.experiences.extract import Completer
+from streams.experiences.fold import KbFold
+from streams.experiences.from_hooks import ExtractionRequest, KbDeriver
+from streams.experiences.settings import KbSettings
+from streams.experiences.steps import route_kb_record, run_extraction
+from streams.importers.files import read_lines
+from streams.model.clock import Clock, wall_clock_ms
+from streams.model.deadletter import DeadLetter
+from streams.model.position import Position
+
+
+@dataclass
+class KbRunReport:
+    """What a KnowHub run read and wrote: lines read, KnowHub events by type, extraction requests, dead letters by reason."""
+
+    db: str
+    lines: int = 0
+    skipped: int = 0
+    events: Counter[str] = field(default_factory=Counter)
+    extraction_requests: int = 0
+    dead_letters: Counter[str] = field(default_factory=Counter)
+
+
+def run_kb_files(paths: Iterable[Path], db: str | Path, settings: KbSettings | None = None, *, completer: Completer | None = None,
+                 clock: Clock = wall_clock_ms, batch_size: int = 2000) -> KbRunReport:
+    """Run hook-event JSONL files (and KnowHub event lines) in order into ``db``.
+
+    Args:
+        completer: the extraction endpoint's client; required when extraction is enabled and an
+            ``agent_end`` with messages is seen (without one, requests are counted and skipped).
+
+    Raises:
+        OSError: when a file cannot be read; duckdb.IOException when another process holds ``db``.
+    """
+    settings = settings or KbSettings()
+    report = KbRunReport(db=str(db))
+    with KbSink(db) as sink:
+        deriver = KbDeriver(settings)
+        fold = KbFold(settings.window, sink.load_dedup_state(), sink.load_counters(), sink.load_seen_hooks())
+        for path in paths:
+            origin = f"file:{path.resolve()}"
+            start = sink.position(origin)
+            pending = 0
+            next_off = start
+            for off, raw in enumerate(read_lines(path)):
+                if off < start:
+                    report.skipped += 1
+                    continue
+                next_off = off + 1
+                if not raw.strip():
+                    continue
+                report.lines += 1
+                pos = Position(origin, 0, off, 0)
+                for out in route_kb_record(raw, pos, deriver, clock(), use_record_time=False, report_bad_records=True):
+                    for item in _extracted(out, completer, settings, pos, clock, report):
+                        if isinstance(item, DeadLetter):
+                            fold.reject(item)
+                            report.dead_letters[str(item.reason)] += 1
+                        else:
+                            fold.feed(item, 0, off)
+                            report.events[item.type] += 1
+                        pending += 1
+                if pending >= batch_size:
+                    sink.apply_batch(fold.drain(), {(origin, 0): next_off}, dict(fold.counters))
+                    pending = 0
+            sink.apply_batch(fold.drain(), {(origin, 0): next_off}, dict(fold.counters))
+    return report
+
+
+def _extracted(out: KbEvent | ExtractionRequest | DeadLetter, completer: Completer | None, settings: KbSettings, pos: Position, clock: Clock,
+               report: KbRunReport) -> list[KbEvent | DeadLetter]:
+    if not isinstance(out, ExtractionRequest):
+        return [out]
+    report.extraction_requests += 1
+    if completer is None:
+        return []
+    return list(run_extraction(out, completer, settings, pos, clock()))

@@ -1,0 +1,282 @@
+"""The embedded runner: import → validate → dedup → DuckDB in one process, no broker.
+
+It runs the same pure steps as the Kafka path (adapters, :func:`streams.frames.capture.to_capture`,
+:class:`streams.frames.dedup.DedupCore`, :class:`projections.frames.sink.DuckSink`). Positions are stored per
+input file in the same transaction as the rows, so running a file again applies nothing twice,
+and a run that was killed resumes where its last batch committed. The dedup core's state is
+stored in the same transaction (table ``dedup_state``), so it survives restarts too.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from itertools import groupby
+from operator import itemgetter
+from pathlib import Path
+from typing import Any
+
+from projections.frames.memory_calls import MemoryCallPass
+from projections.frames.sink import DuckSink
+from streams.frames.capture import Capture
+from streams.frames.capture_import import CaptureOptions, ImportTask, Outcome, file_tasks, import_task, outcomes, rejection
+from streams.frames.dedup import DedupCore, FrameEvent
+from streams.importers.files import Item, detect_format, import_file, read_lines
+from streams.importers.ordered_pool import OrderedPool
+from streams.memory_calls import MemoryToolCall
+from streams.model.clock import Clock, wall_clock_ms
+from streams.model.deadletter import DeadLetter
+from streams.model.tracked_state import TrackedState
+from streams.settings import Settings
+
+
+@dataclass
+class RunReport:
+    """What a run read and wrote.
+
+    Attributes:
+        db: the DuckDB file.
+        inputs: input name → detected format.
+        records: input records (lines) that produced events or errors, not counting skipped ones.
+        events: hook events produced by the importers (gateway captures included).
+        captures: events that carried turn text.
+        frames_created: new frames written.
+        duplicates: new captures collapsed into an existing frame.
+        repeated: captures whose event id was already applied (the same event ingested
+            again, e.g. a snapshot of a growing file): they change nothing.
+        not_captures: events without turn text (tool, lifecycle events).
+        dead_letters: reason → count.
+        skipped: items skipped because their position was already applied.
+    """
+
+    db: str
+    inputs: dict[str, str] = field(default_factory=dict)
+    records: int = 0
+    events: int = 0
+    captures: int = 0
+    frames_created: int = 0
+    duplicates: int = 0
+    repeated: int = 0
+    not_captures: int = 0
+    dead_letters: Counter[str] = field(default_factory=Counter)
+    skipped: int = 0
+
+
+def origin_of(path: Path) -> str:
+    """The input name a file's positions and dead letters are stored under: ``file:<absolute path>``."""
+    return f"file:{path.resolve()}"
+
+
+def file_id_of(origin: str) -> int:
+    """The ``partition`` of an input's captures: a 31-bit CRC-32 of its name (the offset is the line)."""
+    return zlib.crc32(origin.encode()) & 0x7FFFFFFF
+
+
+def settings_meta(settings: Settings) -> dict[str, str]:
+    """The settings a projection file is bound to (see :meth:`DuckSink.check_meta`)."""
+    return {"key_strategy": str(settings.key_strategy), "window_ms": str(settings.window or "unbounded")}
+
+
+class EmbeddedRunner:
+    """Runs files through dedup into one DuckDB file.
+
+    Args:
+        db: path of the DuckDB file (created when missing).
+        settings: dedup and batch settings.
+        clock: epoch-ms clock for dead-letter stamps (injected for tests).
+
+    Raises:
+        projections.frames.sink.MetaMismatch: when ``db`` was built with other dedup settings.
+        duckdb.IOException: when another process holds ``db``.
+    """
+
+    def __init__(self, db: str | Path, settings: Settings | None = None, clock: Clock = wall_clock_ms) -> None:
+        self.settings = settings or Settings()
+        self.clock = clock
+        self.sink = DuckSink(db)
+        self.sink.check_meta(settings_meta(self.settings))
+        self.core = DedupCore(
+            self.settings.window,
+            allowed_lateness_ms=self.settings.allowed_lateness_ms,
+            state=TrackedState(self.sink.load_dedup_state()),
+        )
+        self.report = RunReport(db=str(db))
+        self.memory = MemoryCallPass(self.sink.con)  # issue 12: memory_tool_calls (the read side of memory)
+        self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="run-write")
+        self._pending: Future[None] | None = None
+
+    def close(self) -> None:
+        """Wait for the batch being written, then checkpoint and close the DuckDB file.
+
+        Raises:
+            duckdb.Error: when that last write failed (the file is closed all the same).
+        """
+        try:
+            self._wait()
+        finally:
+            self._writer.shutdown(wait=True)
+            self.sink.close()
+
+    def options(self) -> CaptureOptions:
+        """The stateless import's options (:mod:`streams.frames.capture_import`) for these settings."""
+        return CaptureOptions(self.settings.key_strategy, self.settings.max_body_bytes, tuple(self.memory.rules))
+
+    def run_file(self, path: Path, *, gateway: bool = False) -> None:
+        """Import, dedup and project one file in this process.
+
+        Raises:
+            OSError: when the file cannot be read.
+        """
+        origin = origin_of(path)
+        fmt, items = import_file(path, gateway=gateway)
+        self.report.inputs[str(path)] = fmt
+        self.run_outcomes(origin, outcomes(items, self.options(), file_id_of(origin)))
+
+    def run_items(self, origin: str, items: Iterable[Item]) -> None:
+        """Run a stream of importer items that came from ``origin`` (see :meth:`run_outcomes`)."""
+        self.run_outcomes(origin, outcomes(items, self.options(), file_id_of(origin)))
+
+    def run_pooled(self, paths: Sequence[Path], pool: OrderedPool[tuple[int, ImportTask], tuple[int, list[Outcome]]], *,
+                   gateway: bool = False, on_file: Callable[[Path], None] | None = None) -> None:
+        """Run ``paths`` in order with the import done by ``pool``'s processes (``--jobs N``).
+
+        The pool imports ahead while this process dedups and writes; outcomes come back in file
+        order, so the result equals :meth:`run_file` on each path.
+
+        Raises:
+            OSError: when a file cannot be read.
+        """
+        opts = self.options()
+
+        def tasks() -> Iterator[tuple[int, ImportTask]]:
+            for i, path in enumerate(paths):
+                fmt = detect_format(read_lines(path))
+                self.report.inputs[str(path)] = fmt
+                for t in file_tasks(path, fmt, gateway, file_id_of(origin_of(path)), opts):
+                    yield i, t
+
+        for i, group in groupby(pool.map(tasks()), key=itemgetter(0)):
+            self.run_outcomes(origin_of(paths[i]), (o for _, outs in group for o in outs))
+            if on_file:
+                on_file(paths[i])
+
+    def run_outcomes(self, origin: str, outs: Iterable[Outcome]) -> None:
+        """Dedup and project the import outcomes of ``origin`` (:func:`streams.frames.capture_import.outcomes`).
+
+        Outcomes at offsets below the stored position of ``origin`` are skipped; a batch is cut
+        only between offsets, so each offset's events commit together with the position.
+        """
+        self._wait()
+        start = self.sink.position(origin)
+        events: list[FrameEvent] = []
+        dls: list[DeadLetter] = []
+        last_off = -1
+        r = self.report
+        pending_calls = self.memory.pending
+        process, make = self.core.process, Capture._make
+        for off, kind, raw, payload, call in outs:
+            if off < start:
+                r.skipped += 1
+                continue
+            if off != last_off:
+                if len(events) + len(dls) >= self.settings.batch_size:
+                    self._flush(events, dls, origin, off)
+                    events, dls = [], []
+                    pending_calls = self.memory.pending
+                r.records += 1
+                last_off = off
+            if kind != "d":  # an event (a capture, a tool or lifecycle event, or one to_capture rejected)
+                r.events += 1
+                if call is not None:
+                    pending_calls.append(call)  # issue 12
+            if kind == "c":
+                events.append(process(payload if type(payload) is Capture else make(payload)))  # a plain tuple from a pool
+                r.captures += 1
+            elif kind == "n":
+                r.not_captures += 1
+            else:
+                assert raw is not None
+                err = rejection(payload)
+                dls.append(DeadLetter.of(err, raw, origin, 0, off, self.clock(), event_id=payload[2]))
+                r.dead_letters[str(err.reason)] += 1
+        if last_off >= 0:
+            self._flush(events, dls, origin, last_off + 1)
+        self._wait()
+
+    def _flush(self, events: list[FrameEvent], dls: list[DeadLetter], origin: str, next_off: int) -> None:
+        """Hand the batch to the writer thread and go on deduplicating the next one.
+
+        The batch's state changes and memory tool calls are taken now, so the transaction holds
+        exactly the state after the batch's last capture with the batch's position (a crash
+        applies all of it or none). One batch is written at a time, in order: this waits for the
+        previous one first. DuckDB runs the statements without the GIL, and a commit waits for
+        the disk, so the write overlaps the dedup of the next batch.
+        """
+        assert isinstance(self.core.state, TrackedState)
+        changes = self.core.state.drain()
+        calls, self.memory.pending = self.memory.pending, []
+        self._wait()
+        self._pending = self._writer.submit(self._write, events, dls, {(origin, 0): next_off}, changes, calls)
+
+    def _write(self, events: list[FrameEvent], dls: list[DeadLetter], positions: dict[tuple[str, int], int],
+               changes: tuple[dict[str, Any], list[str]], calls: list[MemoryToolCall]) -> None:
+        frames, dups, _dead = self.sink.apply_batch(events, dls, positions, changes, calls)  # issue 12: the calls too
+        self.memory.written += len(calls)
+        self.report.frames_created += frames
+        self.report.duplicates += dups
+        self.report.repeated += len(events) - frames - dups
+
+    def _wait(self) -> None:
+        """Wait until no batch is being written.
+
+        Raises:
+            duckdb.Error, pyarrow.ArrowException: from the write (its transaction was rolled back).
+        """
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            pending.result()
+
+
+def run_files(
+    paths: Iterable[Path],
+    db: str | Path,
+    *,
+    settings: Settings | None = None,
+    gateway: bool = False,
+    clock: Clock = wall_clock_ms,
+    on_file: Callable[[Path], None] | None = None,
+    jobs: int = 0,
+) -> RunReport:
+    """Run ``paths`` in order into ``db`` and return the report.
+
+    Args:
+        jobs: import processes beside this one (0: import here). The import processes are forked
+            before the DuckDB file is opened; the result is the same for every value.
+
+    Raises:
+        OSError, projections.frames.sink.MetaMismatch, duckdb.IOException: see :class:`EmbeddedRunner`.
+        ValueError: when ``jobs`` < 0.
+    """
+    if jobs < 0:
+        raise ValueError("jobs must be >= 0")
+    paths = list(paths)
+    if jobs:
+        with OrderedPool(import_task, jobs) as pool:
+            runner = EmbeddedRunner(db, settings, clock)
+            try:
+                runner.run_pooled(paths, pool, gateway=gateway, on_file=on_file)
+            finally:
+                runner.close()
+        return runner.report
+    runner = EmbeddedRunner(db, settings, clock)
+    try:
+        for p in paths:
+            runner.run_file(p, gateway=gateway)
+            if on_file:
+                on_file(p)
+    finally:
+        runner.close()
+    return runner.report

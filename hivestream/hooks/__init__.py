@@ -1,0 +1,3 @@
+"""The agent side: the command hook (``hivestream hook``), the config merges and installers for
+Claude Code, Codex and OpenClaw, the OpenClaw handler template.
+"""

@@ -1,0 +1,311 @@
+"""``hivestream ingest``: the HTTP server every gateway and agent posts its hook events to.
+
+Framework: aiohttp (already a dependency through faust; asyncio-native, streaming request bodies
+so the size limit and the slow-client timeout apply while reading). Routes:
+
+* ``POST /v1/hooks/{runtime}``: one JSON payload, a JSON array or NDJSON
+  (:mod:`streams.ingest.payloads`). Answers ``200`` when every accepted payload is durable (broker
+  acknowledgement or fsync'd spool) with one result per payload; ``422`` when every payload was
+  rejected; ``400`` for a body that is not JSON (dead-lettered); ``401`` without a valid token;
+  ``404`` for an unknown runtime; ``408`` when the body does not arrive within the read timeout;
+  ``413`` over ``max_body_bytes``; ``503`` with ``Retry-After`` when the broker did not take the
+  records and the spool is full or failing (nothing was promised, so the client keeps them).
+* ``GET /healthz``: ``200 {"status": "ok", ...}``, ``503`` while the spool is full.
+* ``GET /metrics``: Prometheus text (:mod:`hivestream.ingest.metrics`).
+
+Tokens are never logged; the access log is off unless asked for. The event loop is uvloop's (libuv)
+when it is installed (a dependency), and answers are serialised by orjson. ``reuse_port`` lets
+several server processes listen on one port (``SO_REUSEPORT``; the kernel spreads connections),
+each with its own spool directory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+from aiohttp import web
+
+from hivestream.ingest.metrics import CONTENT_TYPE, IngestMetrics
+from hivestream.ingest.sink import DurableSink, Record
+from hivestream.ingest.spool import Spool, SpoolFull
+from streams.ingest.auth import TokenTable, is_loopback
+from streams.ingest.payloads import ROUTE_RUNTIMES, body_dead_letter, process, split_body
+from streams.kafka.topics import Topics
+from streams.model.clock import wall_clock_ms
+from streams.model.deadletter import DeadLetter, Reason, RejectedInput
+from streams.redaction.redact import RedactionMode
+
+log = logging.getLogger("hivestream.ingest")
+LOCAL_GATEWAY = "local"
+"""Gateway id of requests on a loopback server started without tokens."""
+
+
+@dataclass
+class IngestConfig:
+    """Settings of one ingest server.
+
+    Attributes:
+        host, port: where to listen (default loopback 127.0.0.1:8787).
+        tokens: the token table (empty: loopback only, every request is gateway ``local``).
+        bootstrap: Kafka bootstrap servers.
+        namespace: topic namespace.
+        partitions: partition count of topics created at start.
+        spool_dir: the durable spool directory.
+        spool_max_bytes: bound of the spool (bytes).
+        max_body_bytes: largest request body (bytes; larger: 413).
+        read_timeout_s: time allowed to receive a whole body (seconds; slower: 408).
+        produce_timeout_s: time a request waits for the broker before spooling (seconds).
+        privacy_mode: KnowHub redaction before the topic.
+        retry_after_s: the ``Retry-After`` of a 503 (seconds).
+        access_log: log one line per request (never the Authorization header).
+        reuse_port: bind with ``SO_REUSEPORT`` so several processes share ``port`` (Linux, BSD).
+    """
+
+    host: str = "127.0.0.1"
+    port: int = 8787
+    tokens: TokenTable = field(default_factory=lambda: TokenTable([]))
+    bootstrap: str = "127.0.0.1:19092"
+    namespace: str = "hivestream"
+    partitions: int = 4
+    spool_dir: Path = Path(".hivestream-ingest-spool")
+    spool_max_bytes: int = 1 << 30
+    max_body_bytes: int = 1 << 20
+    read_timeout_s: float = 10.0
+    produce_timeout_s: float = 5.0
+    privacy_mode: RedactionMode = RedactionMode.STRICT
+    retry_after_s: int = 5
+    access_log: bool = False
+    reuse_port: bool = False
+
+
+class ConfigError(ValueError):
+    """A configuration the server refuses to start with (e.g. a public bind without tokens)."""
+
+
+def check_bind(cfg: IngestConfig) -> None:
+    """Refuse a non-loopback bind without tokens.
+
+    Raises:
+        ConfigError: when ``cfg.host`` is not loopback and no token is configured.
+    """
+    if not is_loopback(cfg.host) and len(cfg.tokens) == 0:
+        raise ConfigError(f"refusing to listen on {cfg.host}: a non-loopback address needs --tokens-file (HIVESTREAM_INGEST_TOKENS_FILE)")
+
+
+class _TooLarge(Exception):
+    pass
+
+
+async def _read_body(request: web.Request, limit: int) -> bytes:
+    chunks: list[bytes] = []
+    total = 0
+    while True:
+        chunk = await request.content.read(65_536)
+        if not chunk:
+            return b"".join(chunks)
+        total += len(chunk)
+        if total > limit:
+            raise _TooLarge
+        chunks.append(chunk)
+
+
+class IngestApp:
+    """The request handlers around one :class:`DurableSink`."""
+
+    def __init__(self, cfg: IngestConfig, sink: DurableSink, metrics: IngestMetrics, now_ms: Callable[[], int] = wall_clock_ms) -> None:
+        self.cfg = cfg
+        self.sink = sink
+        self.metrics = metrics
+        self.now_ms = now_ms
+        self.topics = Topics(cfg.namespace)
+        self._hook_events = self.topics.hook_events
+        self._no_tokens = len(cfg.tokens) == 0
+
+    def _answer(self, status: int, body: dict[str, Any], headers: dict[str, str] | None = None) -> web.Response:
+        self.metrics.request(status)
+        return web.Response(body=orjson.dumps(body), status=status, headers=headers, content_type="application/json")
+
+    def _reject(self, status: int, reason: str, detail: str, headers: dict[str, str] | None = None) -> web.Response:
+        self.metrics.reject(reason)
+        return self._answer(status, {"error": reason, "detail": detail}, headers)
+
+    def _gateway(self, request: web.Request) -> str | None:
+        if self._no_tokens:
+            return LOCAL_GATEWAY
+        return self.cfg.tokens.gateway_for(request.headers.get("Authorization"))
+
+    def _dl_record(self, dl: DeadLetter) -> Record:
+        key = f"{dl.source}:{dl.time_ms}:{dl.offset}".encode()
+        return (self.topics.dead_letter, key, dl.model_dump_json().encode())
+
+    async def _durable(self, records: list[Record]) -> tuple[str | None, web.Response | None]:
+        retry = {"Retry-After": str(self.cfg.retry_after_s)}
+        try:
+            return await self.sink.write(records), None
+        except SpoolFull as e:
+            return None, self._reject(503, "spool_full", str(e), retry)
+        except OSError as e:
+            log.error("ingest: spool write failed: %s", e)
+            return None, self._reject(503, "spool_error", "the spool could not be written", retry)
+
+    async def hooks(self, request: web.Request) -> web.Response:
+        """``POST /v1/hooks/{runtime}``."""
+        gateway = self._gateway(request)
+        if gateway is None:
+            return self._reject(401, "unauthorized", "missing or unknown bearer token", {"WWW-Authenticate": 'Bearer realm="hivestream"'})
+        runtime = request.match_info["runtime"]
+        if runtime not in ROUTE_RUNTIMES:
+            return self._reject(404, "unknown_runtime", f"runtime must be one of {', '.join(ROUTE_RUNTIMES)}")
+        limit = self.cfg.max_body_bytes
+        if request.content_length is not None and request.content_length > limit:
+            return self._reject(413, "body_too_large", f"body of {request.content_length} bytes is over the {limit}-byte limit")
+        try:
+            if request.content.is_eof():  # the whole body is already buffered: reading cannot wait
+                body = await _read_body(request, limit)
+            else:
+                async with asyncio.timeout(self.cfg.read_timeout_s):
+                    body = await _read_body(request, limit)
+        except _TooLarge:
+            return self._reject(413, "body_too_large", f"body is over the {limit}-byte limit")
+        except TimeoutError:
+            return self._reject(408, "client_timeout", f"body not received within {self.cfg.read_timeout_s:g} s")
+        except (web.RequestPayloadError, web.HTTPException, zlib.error) as e:
+            # a Content-Encoding (gzip, deflate, br) the body does not decode with: 400 and a dead letter
+            encoding = request.headers.get("Content-Encoding", "")
+            err = RejectedInput(Reason.BAD_ENCODING, f"body not readable as Content-Encoding {encoding!r}: {type(e).__name__}")
+            dl = body_dead_letter(err, b"", source=f"ingest:{gateway}:{runtime}", received_at_ms=self.now_ms())
+            _where, failed = await self._durable([self._dl_record(dl)])
+            return failed if failed is not None else self._reject(400, str(err.reason), err.detail)
+        received = self.now_ms()
+        source = f"ingest:{gateway}:{runtime}"
+        try:
+            items = split_body(body)
+        except RejectedInput as e:
+            dl = body_dead_letter(e, body, source=source, received_at_ms=received)
+            _where, failed = await self._durable([self._dl_record(dl)])
+            if failed is not None:
+                return failed
+            return self._reject(400, str(e.reason), e.detail[:500])
+        accepted, rejected = process(items, runtime, gateway=gateway, received_at_ms=received,
+                                     privacy_mode=self.cfg.privacy_mode, source=source)
+        topic = self._hook_events
+        records: list[Record] = [(topic, a.key, a.value) for a in accepted]
+        if rejected:
+            records += [self._dl_record(r.dead_letter) for r in rejected]
+        where, failed = await self._durable(records)
+        if failed is not None:
+            return failed
+        if accepted:
+            self.metrics.accept(runtime, len(accepted))
+        for r in rejected:
+            self.metrics.reject(r.reason)
+        results: list[dict[str, Any]] = [{"index": a.index, "status": "accepted", "event_id": a.event_id} for a in accepted]
+        if rejected:
+            results += [{"index": r.index, "status": "rejected", "reason": r.reason, "detail": r.detail} for r in rejected]
+            results.sort(key=lambda x: int(x["index"]))
+        status = 422 if rejected and not accepted else 200
+        return self._answer(status, {"accepted": len(accepted), "rejected": len(rejected), "durable": where,
+                                     "gateway": gateway, "received_at_ms": received, "results": results})
+
+    async def healthz(self, _request: web.Request) -> web.Response:
+        """``GET /healthz``: 200 while the server can promise durability; 503 when the spool is full."""
+        sp = self.sink.spool
+        full = sp.size_bytes >= sp.max_bytes
+        body = {"status": "spool_full" if full else "ok", "broker": "up" if self.sink.stats.broker_up else "down",
+                "spooled_records": sp.records, "spool_bytes": sp.size_bytes}
+        return web.Response(body=orjson.dumps(body), status=503 if full else 200, content_type="application/json")
+
+    async def metrics_text(self, _request: web.Request) -> web.Response:
+        """``GET /metrics``: Prometheus text format."""
+        return web.Response(body=self.metrics.render(self.sink), headers={"Content-Type": CONTENT_TYPE})
+
+    def build(self) -> web.Application:
+        """The aiohttp application (client_max_size is the body limit: bodies are read as streams)."""
+        app = web.Application(client_max_size=self.cfg.max_body_bytes)
+        app.router.add_post("/v1/hooks/{runtime}", self.hooks)
+        app.router.add_get("/healthz", self.healthz)
+        app.router.add_get("/metrics", self.metrics_text)
+        return app
+
+
+def make_sink(cfg: IngestConfig, metrics: IngestMetrics) -> DurableSink:
+    """The server's sink: the spool in ``cfg.spool_dir`` and a producer to ``cfg.bootstrap``.
+
+    Raises:
+        OSError: when the spool directory cannot be opened.
+    """
+    spool = Spool(cfg.spool_dir, max_bytes=cfg.spool_max_bytes)
+    return DurableSink(cfg.bootstrap, spool, produce_timeout_s=cfg.produce_timeout_s,
+                       topic_specs=Topics(cfg.namespace).specs(cfg.partitions), on_produce_latency=metrics.latency.observe)
+
+
+async def serve(cfg: IngestConfig, stop: asyncio.Event, on_ready: Callable[[int], None] | None = None) -> None:
+    """Run the server until ``stop`` is set; then stop accepting, flush and seal the spool.
+
+    Args:
+        cfg: the settings (checked by :func:`check_bind`).
+        stop: set it to shut down.
+        on_ready: called with the bound port once listening.
+
+    Raises:
+        ConfigError: a non-loopback bind without tokens.
+        OSError: the address is in use or the spool cannot be opened.
+    """
+    check_bind(cfg)
+    metrics = IngestMetrics()
+    sink = make_sink(cfg, metrics)
+    if sink.spool.records:
+        log.info("ingest: %d records left in the spool by an earlier run will be forwarded", sink.spool.records)
+    handlers = IngestApp(cfg, sink, metrics)
+    runner = web.AppRunner(handlers.build(), access_log=log if cfg.access_log else None)
+    await runner.setup()
+    site = web.TCPSite(runner, cfg.host, cfg.port, backlog=1024, reuse_port=cfg.reuse_port or None)
+    await site.start()
+    forwarder = asyncio.get_running_loop().create_task(sink.forward_forever())
+    try:
+        port = cfg.port
+        server = getattr(site, "_server", None)
+        if server is not None and server.sockets:
+            port = server.sockets[0].getsockname()[1]
+        log.info("ingest: listening on http://%s:%d (%d gateway tokens)", cfg.host, port, len(cfg.tokens))
+        if on_ready:
+            on_ready(port)
+        await stop.wait()
+    finally:
+        await runner.cleanup()
+        forwarder.cancel()
+        await asyncio.gather(forwarder, return_exceptions=True)
+        await sink.close()
+
+
+def loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
+    """uvloop's event loop factory when uvloop is importable (Linux/macOS), else ``None`` (asyncio's)."""
+    try:
+        import uvloop
+    except ImportError:  # e.g. Windows: asyncio's own loop
+        return None
+    new_loop: Callable[[], asyncio.AbstractEventLoop] = uvloop.new_event_loop
+    return new_loop
+
+
+def run(cfg: IngestConfig, on_ready: Callable[[int], None] | None = None) -> None:
+    """Blocking entry point of ``hivestream ingest``: serves until SIGTERM or SIGINT (on uvloop when installed)."""
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        await serve(cfg, stop, on_ready)
+
+    with asyncio.Runner(loop_factory=loop_factory()) as runner:
+        runner.run(main())
+

@@ -1,0 +1,2 @@
+"""The KnowHub experiences projection: schema, sink, projector over ``experience-events``, queries.
+"""

@@ -1,0 +1,62 @@
+"""DuckDB schema of the projections (DESIGN.md §4). Times are epoch milliseconds (``*_ms``)."""
+
+from __future__ import annotations
+
+SCHEMA_VERSION = 1
+
+DDL = [
+    """CREATE TABLE IF NOT EXISTS frames (
+        frame_id VARCHAR NOT NULL,          -- the first writer's event id; unique (the sink merges by it; no index, see projections/frames/sink.py)
+        dedup_key VARCHAR NOT NULL,
+        body_hash VARCHAR NOT NULL,          -- sha256 hex of the stripped, trimmed body
+        content VARCHAR,                     -- first writer's content, [hm] prefix included
+        source VARCHAR,                      -- first writer's source
+        session VARCHAR,
+        event_type VARCHAR,
+        parent VARCHAR,
+        project VARCHAR,
+        importance VARCHAR,
+        created_at_ms BIGINT,                -- first writer's event time (window anchor)
+        first_seen_ms BIGINT NOT NULL,       -- earliest capture event time
+        last_accessed_ms BIGINT NOT NULL,    -- latest capture event time
+        access_count BIGINT NOT NULL,        -- number of captures (1 + touches)
+        sources VARCHAR[] NOT NULL           -- every source that captured it, sorted
+    )""",
+    """CREATE TABLE IF NOT EXISTS frame_captures (
+        event_id VARCHAR NOT NULL,           -- unique (the sink inserts only new event ids; no index, see projections/frames/sink.py)
+        frame_id VARCHAR NOT NULL,
+        source VARCHAR NOT NULL,
+        session VARCHAR,
+        event_type VARCHAR,
+        event_time_ms BIGINT NOT NULL,
+        is_duplicate BOOLEAN NOT NULL,
+        src_partition INTEGER,
+        src_offset BIGINT,
+        is_late BOOLEAN NOT NULL DEFAULT false  -- event time below its key group's watermark (README "Dedup semantics")
+    )""",
+    """CREATE TABLE IF NOT EXISTS dead_letters (
+        input VARCHAR NOT NULL,              -- topic or input file
+        src_partition INTEGER NOT NULL,
+        src_offset BIGINT NOT NULL,
+        event_key VARCHAR NOT NULL,          -- the event id when the record had one, else ''
+        reason VARCHAR NOT NULL,
+        detail VARCHAR,
+        original BLOB,
+        time_ms BIGINT,
+        PRIMARY KEY (input, src_partition, src_offset, event_key)
+    )""",
+    """CREATE TABLE IF NOT EXISTS positions (
+        input VARCHAR NOT NULL,              -- topic, or file:<path> in the embedded runner
+        src_partition INTEGER NOT NULL,
+        next_offset BIGINT NOT NULL,         -- first offset not yet applied
+        PRIMARY KEY (input, src_partition)
+    )""",
+    """CREATE TABLE IF NOT EXISTS dedup_state (
+        dedup_key VARCHAR PRIMARY KEY,       -- embedded runner only: the dedup core's state
+        frames VARCHAR NOT NULL              -- JSON of the key's streams.frames.dedup.DedupCore entry
+    )""",
+    """CREATE TABLE IF NOT EXISTS meta (
+        key VARCHAR PRIMARY KEY,
+        value VARCHAR
+    )""",
+]

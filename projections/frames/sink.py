@@ -1,0 +1,327 @@
+"""The DuckDB sink: one transaction per batch holding the rows and the consumed positions.
+
+Following eventsourcing's "tracking record in the same transaction as the projection": a crash
+(kill -9) at any moment either applies a whole batch with its positions or none of it, and a
+re-delivered event (same event id) changes nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from projections.frames.memory_calls import apply_memory_calls, ensure_memory_schema
+from projections.frames.rows import CAPTURE_COLUMNS, capture_columns
+from projections.frames.schema import DDL
+from projections.reading import heartbeat_path, snapshot_path
+from streams.frames.dedup import FrameEvent
+from streams.memory_calls import MemoryToolCall
+from streams.model.deadletter import DeadLetter
+
+# One row per frame of the batch's new captures; the first created capture (lowest seq) is the writer.
+_FRAME_AGG = """
+SELECT frame_id,
+       any_value(dedup_key) AS dedup_key, any_value(body_hash) AS body_hash,
+       arg_min(content, seq) FILTER (WHERE NOT is_duplicate) AS content,
+       arg_min(source, seq) FILTER (WHERE NOT is_duplicate) AS source,
+       arg_min(session, seq) FILTER (WHERE NOT is_duplicate) AS session,
+       arg_min(event_type, seq) FILTER (WHERE NOT is_duplicate) AS event_type,
+       arg_min(parent, seq) FILTER (WHERE NOT is_duplicate) AS parent,
+       arg_min(project, seq) FILTER (WHERE NOT is_duplicate) AS project,
+       arg_min(importance, seq) FILTER (WHERE NOT is_duplicate) AS importance,
+       min(frame_time_ms) AS created_at_ms,
+       min(event_time_ms) AS first_seen_ms, max(event_time_ms) AS last_accessed_ms, count(*) AS access_count,
+       list_sort(list_distinct(list(source))) AS sources
+FROM {src} GROUP BY frame_id
+"""
+
+# MERGE needs no index on frames (an ART index costs insert and checkpoint time and stays in
+# memory). The first branch is the full fold (a frame first seen through a touch gets its
+# writer's fields, or the batch holds its created capture); the others leave the writer's fields
+# alone, since coalesce(old, NULL) is old, and rewrite the list column only when a source is new.
+_MERGE_FRAMES = """
+MERGE INTO frames f USING _hit n ON f.rowid = n.rid
+WHEN MATCHED AND (f.source IS NULL OR n.source IS NOT NULL) THEN UPDATE SET
+    content = coalesce(f.content, n.content), source = coalesce(f.source, n.source),
+    session = coalesce(f.session, n.session), event_type = coalesce(f.event_type, n.event_type),
+    parent = coalesce(f.parent, n.parent), project = coalesce(f.project, n.project),
+    importance = coalesce(f.importance, n.importance), created_at_ms = coalesce(f.created_at_ms, n.created_at_ms),
+    first_seen_ms = least(f.first_seen_ms, n.first_seen_ms), last_accessed_ms = greatest(f.last_accessed_ms, n.last_accessed_ms),
+    access_count = f.access_count + n.access_count, sources = list_sort(list_distinct(list_concat(f.sources, n.sources)))
+WHEN MATCHED AND NOT list_has_all(f.sources, n.sources) THEN UPDATE SET
+    created_at_ms = coalesce(f.created_at_ms, n.created_at_ms),
+    first_seen_ms = least(f.first_seen_ms, n.first_seen_ms), last_accessed_ms = greatest(f.last_accessed_ms, n.last_accessed_ms),
+    access_count = f.access_count + n.access_count, sources = list_sort(list_distinct(list_concat(f.sources, n.sources)))
+WHEN MATCHED THEN UPDATE SET
+    created_at_ms = coalesce(f.created_at_ms, n.created_at_ms),
+    first_seen_ms = least(f.first_seen_ms, n.first_seen_ms), last_accessed_ms = greatest(f.last_accessed_ms, n.last_accessed_ms),
+    access_count = f.access_count + n.access_count
+"""
+
+_INSERT_CAPTURES = """INSERT INTO frame_captures SELECT event_id, frame_id, source, session, event_type, event_time_ms,
+                      is_duplicate, src_partition, src_offset, is_late FROM {src}"""
+
+
+DEFAULT_MEMORY_LIMIT = "256MB"
+
+CAPTURE_SCHEMA: tuple[tuple[str, pa.DataType], ...] = tuple(zip(CAPTURE_COLUMNS, (
+    pa.string(), pa.string(), pa.bool_(), pa.string(), pa.string(), pa.string(), pa.string(), pa.string(), pa.string(),
+    pa.string(), pa.string(), pa.string(), pa.int64(), pa.int64(), pa.int32(), pa.int64(), pa.int64(), pa.bool_(),
+), strict=True))
+
+
+class MetaMismatch(RuntimeError):
+    """The file was built with other dedup settings (key strategy or window)."""
+
+
+class DuckSink:
+    """Writer of one DuckDB projection file (one writer process per file, DESIGN.md §4).
+
+    Args:
+        path: the DuckDB file; created with the schema when missing.
+        memory_limit: DuckDB's ``memory_limit`` for this connection (e.g. ``"256MB"``), else
+            ``HIVESTREAM_DUCKDB_MEMORY_LIMIT``, else :data:`DEFAULT_MEMORY_LIMIT`. DuckDB's default
+            (80 % of RAM) lets its buffer cache keep every block it ever scanned, so the writer's
+            memory grew with the file; blocks over the limit are dropped from the cache (and read
+            again from the file), intermediate results spill to a temporary directory.
+
+    Raises:
+        duckdb.IOException: when another process holds the file.
+    """
+
+    def __init__(self, path: str | Path, *, memory_limit: str | None = None) -> None:
+        self.path = str(path)
+        limit = memory_limit or os.environ.get("HIVESTREAM_DUCKDB_MEMORY_LIMIT") or DEFAULT_MEMORY_LIMIT
+        self.con = duckdb.connect(self.path, config={"memory_limit": limit})
+        for stmt in DDL:
+            self.con.execute(stmt)
+        ensure_memory_schema(self.con)
+
+    def close(self) -> None:
+        """Checkpoint and close the file."""
+        self.con.execute("CHECKPOINT")
+        self.con.close()
+
+    def __enter__(self) -> DuckSink:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- settings guard -------------------------------------------------------------------
+    def check_meta(self, settings: Mapping[str, str]) -> None:
+        """Record ``settings`` on first use; afterwards require the same values.
+
+        Raises:
+            MetaMismatch: when the file was built with different values (mixing two key
+                strategies or windows in one projection would make it meaningless).
+        """
+        rows = dict(self.con.execute("SELECT key, value FROM meta").fetchall())
+        for k, v in settings.items():
+            if k in rows and rows[k] != v:
+                raise MetaMismatch(f"{self.path} was built with {k}={rows[k]}, not {v}: use a new --db file (or reprocess)")
+        self.con.executemany("INSERT INTO meta VALUES (?, ?) ON CONFLICT DO NOTHING", list(settings.items()))
+
+    # --- positions --------------------------------------------------------------------------
+    def position(self, input_name: str, partition: int = 0) -> int:
+        """The first offset of ``input_name``/``partition`` not yet applied (0 when none)."""
+        row = self.con.execute(
+            "SELECT next_offset FROM positions WHERE input = ? AND src_partition = ?",
+            [input_name, partition],
+        ).fetchone()
+        return int(row[0]) if row else 0
+
+    def positions(self, input_name: str) -> dict[int, int]:
+        """All stored positions of ``input_name`` as partition → next offset."""
+        rows = self.con.execute(
+            "SELECT src_partition, next_offset FROM positions WHERE input = ?", [input_name]
+        ).fetchall()
+        return {int(p): int(o) for p, o in rows}
+
+    # --- dedup state (embedded runner) ----------------------------------------------------
+    def load_dedup_state(self) -> dict[str, Any]:
+        """The dedup core's state as stored by the last committed batch (key → frames list)."""
+        rows = self.con.execute("SELECT dedup_key, frames FROM dedup_state").fetchall()
+        return {k: json.loads(v) for k, v in rows}
+
+    # --- the batch ------------------------------------------------------------------------
+    def apply_batch(
+        self,
+        frame_events: Iterable[FrameEvent],
+        dead_letters: Iterable[DeadLetter] = (),
+        positions: Mapping[tuple[str, int], int] | None = None,
+        state_changes: tuple[Mapping[str, Any], Iterable[str]] | None = None,
+        memory_calls: Iterable[MemoryToolCall] = (),
+    ) -> tuple[int, int, int]:
+        """Apply one batch of frame events in one transaction (see :meth:`apply_columns`).
+
+        Args:
+            frame_events: created/touched events, in processing order.
+            dead_letters, positions, state_changes, memory_calls: as in :meth:`apply_columns`.
+        """
+        return self.apply_columns(capture_columns(frame_events), dead_letters, positions, state_changes, memory_calls)
+
+    def apply_columns(
+        self,
+        captures: Mapping[str, Sequence[Any]],
+        dead_letters: Iterable[DeadLetter] = (),
+        positions: Mapping[tuple[str, int], int] | None = None,
+        state_changes: tuple[Mapping[str, Any], Iterable[str]] | None = None,
+        memory_calls: Iterable[MemoryToolCall] = (),
+    ) -> tuple[int, int, int]:
+        """Apply one batch in one transaction.
+
+        Args:
+            captures: the batch's capture columns (:data:`projections.frames.rows.CAPTURE_COLUMNS`, as
+                :func:`projections.frames.rows.capture_columns` or
+                :func:`projections.frames.decode.decode_frame_records` make them), ``seq`` in
+                processing order.
+            dead_letters: rejected records to record (idempotent on input/partition/offset).
+            positions: (input, partition) → next offset to store with the rows.
+            state_changes: (dedup keys set → frames list, keys deleted), stored with the rows.
+            memory_calls: memory tool calls for ``memory_tool_calls`` (idempotent on event id).
+
+        Returns:
+            (new frames, new duplicate captures, new dead letters) applied; re-delivered
+            event ids and dead letters already recorded count in none.
+
+        Raises:
+            duckdb.Error: on a database failure; the transaction is rolled back.
+            pyarrow.ArrowInvalid, pyarrow.ArrowTypeError: when a column value does not fit its
+                type (nothing is written).
+        """
+        batch = pa.table({name: pa.array(captures[name], type=t) for name, t in CAPTURE_SCHEMA})
+        dl = list(dead_letters)
+        con = self.con
+        con.execute("BEGIN TRANSACTION")
+        try:
+            applied = (0, 0)
+            if batch.num_rows:
+                applied = self._apply_captures(batch)
+            new_dl = 0
+            if dl:
+                ((before,),) = con.execute("SELECT count(*) FROM dead_letters").fetchall()
+                con.executemany(
+                    "INSERT INTO dead_letters VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                    [[d.source, d.partition, d.offset, d.event_id, str(d.reason), d.detail, d.original(), d.time_ms] for d in dl],
+                )
+                ((after,),) = con.execute("SELECT count(*) FROM dead_letters").fetchall()  # fetchall: a result left open blocks register()
+                new_dl = int(after) - int(before)
+            apply_memory_calls(con, memory_calls)
+            if positions:
+                con.executemany(
+                    """INSERT INTO positions VALUES (?, ?, ?) ON CONFLICT DO UPDATE
+                       SET next_offset = greatest(next_offset, excluded.next_offset)""",
+                    [[i, p, o] for (i, p), o in positions.items()],
+                )
+            if state_changes:
+                upserts, deletes = state_changes
+                if upserts:
+                    st = pa.table({"k": list(upserts), "v": [json.dumps(v) for v in upserts.values()]})
+                    con.register("_state", st)
+                    con.execute("INSERT OR REPLACE INTO dedup_state SELECT k, v FROM _state")
+                    con.unregister("_state")
+                dels = list(deletes)
+                if dels:
+                    con.register("_dels", pa.table({"k": dels}))
+                    con.execute("DELETE FROM dedup_state WHERE dedup_key IN (SELECT k FROM _dels)")
+                    con.unregister("_dels")
+            con.execute("COMMIT")
+            return applied[0], applied[1], new_dl
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
+
+
+    def _apply_captures(self, batch: pa.Table) -> tuple[int, int]:
+        """Insert the batch's captures whose event id is new and fold them into ``frames``.
+
+        Idempotence by event id: a capture whose event id is already in ``frame_captures`` (a
+        record projected again from another offset: a producer retry, a worker re-processing
+        after a crash) or earlier in the batch (lower ``seq``) changes nothing. In the usual batch
+        there is neither, and the Arrow batch is used as it is; otherwise the new captures are
+        materialised first. Returns (new frames, new duplicate captures).
+        """
+        con = self.con
+        con.register("_batch", batch)
+        try:
+            ids = batch.column("event_id")
+            unique = pc.count_distinct(ids).as_py() == batch.num_rows
+            ((seen,),) = con.execute(
+                "SELECT count(*) FROM _batch b SEMI JOIN frame_captures fc ON fc.event_id = b.event_id").fetchall()
+            src = "_batch"
+            if seen or not unique:
+                con.execute(
+                    """CREATE OR REPLACE TEMP TABLE _new AS
+                       SELECT b.* FROM _batch b ANTI JOIN frame_captures fc ON fc.event_id = b.event_id
+                       QUALIFY row_number() OVER (PARTITION BY b.event_id ORDER BY b.seq) = 1"""
+                )
+                src = "_new"
+            con.execute(_INSERT_CAPTURES.format(src=src))
+            con.execute(f"CREATE OR REPLACE TEMP TABLE _agg AS {_FRAME_AGG.format(src=src)}")
+            # the batch's frames already in the table: a scan of frame_id alone; the fold then
+            # reads and rewrites only those rows (by rowid, which bounds the scan to their row groups)
+            con.execute("CREATE OR REPLACE TEMP TABLE _hit AS SELECT f.rowid AS rid, a.* FROM frames f JOIN _agg a USING (frame_id)")
+            ((hits,),) = con.execute("SELECT count(*) FROM _hit").fetchall()
+            if hits:
+                con.execute(_MERGE_FRAMES)
+                con.execute("INSERT INTO frames BY NAME SELECT * FROM _agg ANTI JOIN _hit USING (frame_id)")
+            else:
+                con.execute("INSERT INTO frames BY NAME SELECT * FROM _agg")
+            con.execute("DROP TABLE _agg")
+            con.execute("DROP TABLE _hit")
+            ((created, dups),) = con.execute(
+                f"SELECT count(*) FILTER (WHERE NOT is_duplicate), count(*) FILTER (WHERE is_duplicate) FROM {src}").fetchall()
+            if src == "_new":
+                con.execute("DROP TABLE _new")
+            return int(created), int(dups)
+        finally:
+            con.unregister("_batch")
+
+
+def write_heartbeat(sink: DuckSink, checked_at_ms: int) -> None:
+    """Record (atomically) that the projector was alive and caught up with its snapshot at
+    ``checked_at_ms`` (epoch ms), so readers can tell an idle projector from a stuck one."""
+    target = heartbeat_path(sink.path)
+    tmp = Path(f"{target}.tmp")
+    tmp.write_text(json.dumps({"checked_at_ms": checked_at_ms}))
+    tmp.replace(target)
+
+
+def publish_snapshot(sink: DuckSink, published_at_ms: int) -> Path:
+    """Copy the projection into ``<db>.snapshot`` atomically, for readers while the writer runs.
+
+    DuckDB lets no second process open a file a writer holds, even read-only (DESIGN.md §4), so
+    the writer publishes a consistent copy (``COPY FROM DATABASE`` in one transaction), stamps it
+    with the time and the positions it covers (table ``snapshot_info``), and renames it over the
+    previous snapshot, so a reader never sees a half-written file.
+
+    Returns:
+        The snapshot path.
+
+    Raises:
+        duckdb.Error, OSError: when the copy or the rename fails (the previous snapshot stays).
+    """
+    target = snapshot_path(sink.path)
+    tmp = Path(f"{target}.tmp")
+    tmp.unlink(missing_ok=True)
+    con = sink.con
+    row = con.execute("SELECT current_database()").fetchone()
+    main = row[0] if row else "main"
+    con.execute(f"ATTACH '{tmp.as_posix()}' AS _snap")
+    try:
+        con.execute(f'COPY FROM DATABASE "{main}" TO _snap')
+        positions = con.execute("SELECT input, src_partition, next_offset FROM positions ORDER BY ALL").fetchall()
+        con.execute("CREATE TABLE _snap.snapshot_info (published_at_ms BIGINT, positions VARCHAR)")
+        con.execute("INSERT INTO _snap.snapshot_info VALUES (?, ?)", [published_at_ms, json.dumps(positions)])
+    finally:
+        con.execute("DETACH _snap")
+    tmp.replace(target)
+    return target

@@ -1,0 +1,2 @@
+"""The Kafka readers the projectors share: the batched consumer and the seek-to-position step.
+"""

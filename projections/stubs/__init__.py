@@ -1,0 +1,2 @@
+"""The memory-stub match projection: schema, sink, projector over the stub outputs, queries.
+"""

@@ -1,0 +1,124 @@
+"""The per-record KnowHub steps shared by the embedded runner and the faust agents (pure).
+
+* :func:`route_kb_record`: a ``hook-events`` record → KnowHub events, extraction requests, or a
+  dead letter (bad kb calls only: a record that is not a hook event at all is the frames path's
+  dead letter, not this one's).
+* :func:`run_extraction`: an extraction request → extracted experience events, through a
+  :class:`~streams.experiences.extract.Completer` (the only I/O, injected).
+
+Dead letters of this path never hold raw text in strict mode: the detail and the original are
+redacted before the :class:`DeadLetter` exists.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable
+
+from streams.experiences.build import build_experience, safe_text
+from streams.experiences.events import ExperienceExtracted, ExperienceSubmitted
+from streams.experiences.extract import Completer, ExtractionError, keep_confident, parse_answer
+from streams.experiences.from_hooks import Derived, ExtractionRequest, KbDeriver
+from streams.experiences.settings import KbSettings
+from streams.model.deadletter import MAX_ORIGINAL_BYTES, DeadLetter, Reason, RejectedInput
+from streams.model.decode import decode_hook_record
+from streams.model.events import stable_id
+from streams.model.position import Position
+from streams.redaction.redact import RedactionMode
+from streams.redaction.scrub import scrub_value
+
+log = logging.getLogger(__name__)
+
+_MARKERS = (b'"hook"', b"kb_", b"kb-", b"experience-", b"KB_", b"Kb_")
+
+
+def might_be_kb(raw: bytes | None) -> bool:
+    """A cheap pre-filter: False when ``raw`` cannot hold a kb call, plugin hook or KnowHub line."""
+    return bool(raw) and any(m in raw for m in _MARKERS)  # type: ignore[operator]
+
+
+def redact_original(raw: bytes, mode: RedactionMode) -> bytes:
+    """``raw`` as a dead letter may keep it: in strict mode a JSON record has every string value
+    redacted (escaped text inside JSON would slip past a redaction of the raw text), anything
+    else is redacted as UTF-8 text (invalid bytes replaced)."""
+    if mode is RedactionMode.RELAXED:
+        return raw
+    if len(raw) > MAX_ORIGINAL_BYTES:  # the dead letter keeps this much anyway; redact only that
+        raw = raw[:MAX_ORIGINAL_BYTES]
+    try:
+        obj = json.loads(raw)
+    except (ValueError, RecursionError):
+        return safe_text(raw.decode("utf-8", "replace"), mode).encode()
+    return json.dumps(scrub_value(obj, mode), ensure_ascii=False).encode()
+
+
+def redacted_dead_letter(err: RejectedInput, raw: bytes, pos: Position, now_ms: int, mode: RedactionMode, event_id: str = "") -> DeadLetter:
+    """A dead letter whose detail and original are redacted in strict mode (see :func:`redact_original`)."""
+    if len(raw) > MAX_ORIGINAL_BYTES and mode is RedactionMode.STRICT:
+        err = RejectedInput(err.reason, f"{err.detail} (original {len(raw)} bytes, truncated to {MAX_ORIGINAL_BYTES})")
+    original = redact_original(raw, mode)
+    return DeadLetter.of(RejectedInput(err.reason, safe_text(err.detail, mode)), original, pos.topic, pos.partition, pos.offset, now_ms, event_id)
+
+
+def route_kb_record(raw: bytes | None, pos: Position, deriver: KbDeriver, now_ms: int, *, use_record_time: bool = True,
+                    report_bad_records: bool = False) -> list[Derived | DeadLetter]:
+    """What one ``hook-events`` record gives the KnowHub path. Never raises.
+
+    Args:
+        use_record_time: a native payload without a time of its own takes ``pos.timestamp_ms``
+            (the Kafka record timestamp, as the frames path does); files pass False.
+        report_bad_records: dead-letter a record that is no hook event at all (malformed JSON,
+            not UTF-8, a bad time, an unknown shape). The worker leaves those to the frames
+            path, which dead-letters every such record of ``hook-events`` once; ``kb run``,
+            which has no frames path, reports them itself.
+    """
+    mode = deriver.settings.privacy_mode
+    if not report_bad_records and not might_be_kb(raw):
+        return []
+    data = raw or b""
+    try:
+        if not data.strip():
+            raise RejectedInput(Reason.MALFORMED_JSON, "empty record")
+        ev = decode_hook_record(data, received_at_ms=pos.timestamp_ms if use_record_time else None)
+    except RejectedInput as e:
+        return [redacted_dead_letter(e, data, pos, now_ms, mode)] if report_bad_records else []
+    try:
+        return list(deriver.derive(ev))
+    except RejectedInput as e:
+        return [redacted_dead_letter(e, data, pos, now_ms, mode, ev.event_id)]
+    except Exception as e:  # a bug must not stop the stream
+        log.exception("KnowHub processing error at %s[%d]@%d", pos.topic, pos.partition, pos.offset)
+        return [redacted_dead_letter(RejectedInput(Reason.PROCESSING_ERROR, f"{type(e).__name__}: {e}"), data, pos, now_ms, mode, ev.event_id)]
+
+
+def run_extraction(req: ExtractionRequest, client: Completer | Callable[[], Completer], settings: KbSettings, pos: Position,
+                   now_ms: int) -> list[ExperienceExtracted | DeadLetter]:
+    """Call the extractor for ``req`` and build its experiences (confidence > threshold), or one dead letter. Never raises.
+
+    ``client`` is the endpoint's client, or a factory called here (so an endpoint the client
+    refuses, e.g. plain HTTP to a remote host, becomes a dead letter instead of a crash).
+
+    The request's chat payload was redacted when it was built; the answer is redacted again as
+    it becomes events. Event ids are ``stable_id(request id, i)`` over the kept items.
+    """
+    try:
+        completer = client if hasattr(client, "complete") else client()  # type: ignore[operator]
+        items = keep_confident(parse_answer(completer.complete(req.chat)), settings.extraction_threshold)
+        out: list[ExperienceExtracted | DeadLetter] = []
+        for i, item in enumerate(items):
+            ev = build_experience(item.model_dump(), event_id=stable_id(req.request_id, "extracted", i), event_time_ms=req.event_time_ms,
+                                  settings=settings, extracted_from=req.request_id, model=settings.extraction_model, agent_id=req.agent_id,
+                                  session_key=req.session_key, source_tool="extractor", runtime="hivestream")
+            assert not isinstance(ev, ExperienceSubmitted)
+            out.append(ev)
+        return out
+    except ExtractionError as e:
+        err = RejectedInput(Reason.EXTRACTION_FAILED, f"{e.reason}: {e.detail}")
+        return [redacted_dead_letter(err, req.to_json(), pos, now_ms, settings.privacy_mode, req.request_id)]
+    except RejectedInput as e:
+        return [redacted_dead_letter(e, req.to_json(), pos, now_ms, settings.privacy_mode, req.request_id)]
+    except Exception as e:  # a bug or a client that cannot be built must not stop the stream
+        log.exception("extraction error for request %s", req.request_id)
+        err = RejectedInput(Reason.PROCESSING_ERROR, f"{type(e).__name__}: {e}")
+        return [redacted_dead_letter(err, req.to_json(), pos, now_ms, settings.privacy_mode, req.request_id)]

@@ -1,0 +1,176 @@
+"""Kafka topics of hivestream: names under a namespace, specs, idempotent creation.
+
+Topics (``<ns>`` is :attr:`streams.settings.Settings.topic_namespace`):
+
+* ``<ns>.hook-events``: the source of truth, keyed by the key group of a capture's body hash
+  (:mod:`streams.model.key_groups`; other events by session); the dedup agent's input and the partitioning
+  of its state table; retention unlimited (``retention.ms=-1``) so the log can always be replayed.
+* ``<ns>.frames`` (or a versioned ``<ns>.frames.<version>`` written by ``reprocess``): frame
+  created / touched events keyed by dedup key; retention unlimited, it feeds the projector.
+* ``<ns>.memory-calls``: the memory tool calls (reads and writes of agent memory) found in hook
+  events, redacted (:mod:`streams.memory_calls`); the frames projector writes them to
+  ``memory_tool_calls``.
+* ``<ns>.dead-letter``: rejected records with the original bytes, source topic, partition,
+  offset, reason and time.
+
+KnowHub (in :meth:`Topics.specs`, written by the same worker):
+
+* ``<ns>.experience-events``: KnowHub events derived from hook events (redacted), keyed by the
+  key group of the experience's dedup key (submissions, extractions; as on ``hook-events``), the
+  experience id (reviews) or the session
+  (telemetry, plugin hooks); retention unlimited, it feeds the KnowHub projector.
+* ``<ns>.kb-extract``: extraction requests (redacted chat payloads), keyed by request id.
+* ``<ns>.kb-dead-letter``: rejected kb calls and failed extractions (redacted).
+
+Memory stubs (:meth:`Topics.stub_specs`):
+
+* ``<ns>.stub-events``: stub events and message embeddings keyed by channel; global stub
+  events are broadcast to every partition (:mod:`streams.stubs.routing`); retention unlimited.
+* ``<ns>.stub-matches``: the stub worker's ordered output, same partitioning (forwarded stub
+  state events, stub-matched events, one message-processed record per message).
+* ``<ns>.stub-dead-letter``: rejected stub records with their reasons.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from kafka.partitioner.default import murmur2
+
+UNLIMITED = {"retention.ms": "-1", "retention.bytes": "-1"}
+
+
+@dataclass(frozen=True)
+class TopicSpec:
+    """One topic to create.
+
+    Attributes:
+        name: full topic name.
+        partitions: partition count.
+        config: topic configs (Kafka ``TopicConfig`` names, string values).
+    """
+
+    name: str
+    partitions: int
+    config: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Topics:
+    """The topic names of one namespace."""
+
+    namespace: str
+    frames_version: str = ""
+
+    @property
+    def hook_events(self) -> str:
+        """The source-of-truth topic of hook events (key: key group of a capture, else the session scope)."""
+        return f"{self.namespace}.hook-events"
+
+    @property
+    def frames(self) -> str:
+        """Frame created/touched events (key: dedup key); versioned by ``reprocess``."""
+        suffix = f".{self.frames_version}" if self.frames_version else ""
+        return f"{self.namespace}.frames{suffix}"
+
+    @property
+    def memory_calls(self) -> str:
+        """Memory tool calls seen in hook events (key: session; :mod:`streams.memory_calls`)."""
+        return f"{self.namespace}.memory-calls"
+
+    @property
+    def dead_letter(self) -> str:
+        """Rejected records with their reasons."""
+        return f"{self.namespace}.dead-letter"
+
+    @property
+    def experience_events(self) -> str:
+        """KnowHub events (see the module docstring for keys)."""
+        return f"{self.namespace}.experience-events"
+
+    @property
+    def kb_extract(self) -> str:
+        """Extraction requests (key: the ``agent_end`` event id)."""
+        return f"{self.namespace}.kb-extract"
+
+    @property
+    def kb_dead_letter(self) -> str:
+        """Rejected kb calls and failed extractions (redacted in strict mode)."""
+        return f"{self.namespace}.kb-dead-letter"
+
+    @property
+    def stub_events(self) -> str:
+        """Stub events and message embeddings (key: channel; global stub events on every partition)."""
+        return f"{self.namespace}.stub-events"
+
+    @property
+    def stub_matches(self) -> str:
+        """The stub worker's output, partitioned like :attr:`stub_events`."""
+        return f"{self.namespace}.stub-matches"
+
+    @property
+    def stub_dead_letter(self) -> str:
+        """Rejected stub records with their reasons."""
+        return f"{self.namespace}.stub-dead-letter"
+
+    def stub_specs(self, partitions: int) -> list[TopicSpec]:
+        """Specs of the memory-stub topics (``stub-events`` and ``stub-matches`` with ``partitions`` each)."""
+        return [
+            TopicSpec(self.stub_events, partitions, dict(UNLIMITED)),
+            TopicSpec(self.stub_matches, partitions, dict(UNLIMITED)),
+            TopicSpec(self.stub_dead_letter, 1, dict(UNLIMITED)),
+        ]
+
+    def specs(self, partitions: int) -> list[TopicSpec]:
+        """Specs of the frames and KnowHub topics, ``partitions`` each (dead-letter topics: 1, they are low volume)."""
+        return [
+            TopicSpec(self.hook_events, partitions, dict(UNLIMITED)),
+            TopicSpec(self.frames, partitions, dict(UNLIMITED)),
+            TopicSpec(self.memory_calls, partitions, dict(UNLIMITED)),
+            TopicSpec(self.dead_letter, 1, dict(UNLIMITED)),
+            TopicSpec(self.experience_events, partitions, dict(UNLIMITED)),
+            TopicSpec(self.kb_extract, partitions, {"retention.ms": str(7 * 86_400_000)}),
+            TopicSpec(self.kb_dead_letter, 1, dict(UNLIMITED)),
+        ]
+
+
+def partition_for(key: bytes, partitions: int) -> int:
+    """The partition Kafka's default partitioner picks for ``key``: murmur2, positive, mod n.
+
+    Source: Java ``BuiltInPartitioner.partitionForKey`` / kafka-python
+    ``DefaultPartitioner`` (``(murmur2(key) & 0x7fffffff) % partitions``).
+
+    Raises:
+        ValueError: when ``partitions`` < 1.
+    """
+    if partitions < 1:
+        raise ValueError("partitions must be >= 1")
+    return int(murmur2(key) & 0x7FFFFFFF) % partitions
+
+
+def ensure_topics(bootstrap: str, specs: list[TopicSpec], *, timeout_ms: int = 30_000) -> list[str]:
+    """Create the topics that do not exist yet (idempotent), with kafka-python's admin client.
+
+    Returns:
+        The names created now (existing topics are left as they are).
+
+    Raises:
+        kafka.errors.KafkaError: when the broker cannot be reached or refuses a topic.
+    """
+    from kafka.admin import KafkaAdminClient, NewTopic
+    from kafka.errors import TopicAlreadyExistsError
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="hivestream-admin", request_timeout_ms=timeout_ms)
+    try:
+        existing = set(admin.list_topics())
+        new = [NewTopic(s.name, s.partitions, 1, topic_configs=s.config) for s in specs if s.name not in existing]
+        created: list[str] = []
+        for t in new:
+            try:
+                admin.create_topics([t], timeout_ms=timeout_ms)
+                created.append(t.name)
+            except TopicAlreadyExistsError:
+                pass
+        return created
+    finally:
+        admin.close()

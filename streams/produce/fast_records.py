@@ -1,0 +1,106 @@
+"""``produce``'s fast path for a hook-event line: native payload bytes → (record key, record value).
+
+The usual lines of a hook-event log are Claude Code / Codex hook payloads and OpenClaw
+``message:*`` events carrying turn text. For those, :func:`line_record` computes the record that
+:func:`streams.model.decode.decode_hook_record` followed by :func:`streams.produce.encode.encode_item` would
+give, from the adapters' own field functions (:func:`~streams.model.adapters.openclaw.openclaw_fields`,
+:func:`~streams.model.adapters.claude_code.backend_hook_fields`) and the fields
+:func:`streams.model.event_build.checked_fields` accepts, without building a
+:class:`~streams.model.events.HookEvent`: the value is the same orjson text of the non-None fields that
+:meth:`~streams.model.events.HookEvent.to_json` writes, the key the same key group of the body hash that
+:func:`streams.produce.keys.hook_event_key` picks. Whatever is not plainly such a line (a serialised
+event, a KnowHub line, a line orjson would read differently, a rejected or KnowHub-relevant
+event, an event without turn text, an empty or large body, a value over the record limit) gives
+``None``, and the caller takes the general path, which also writes every dead letter.
+``tests/test_fast_import.py`` compares both paths record for record.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Iterator
+
+import orjson
+
+from streams.model import fastpath
+from streams.model.adapters import detect_runtime, payload_time_ms
+from streams.model.adapters.claude_code import backend_hook_fields
+from streams.model.adapters.openclaw import openclaw_fields
+from streams.model.deadletter import RejectedInput
+from streams.model.decode import _orjson_object, decode_hook_record
+from streams.model.event_build import EventFields, checked_fields
+from streams.model.events import _PASSTHROUGH, CAPTURE_TYPES, _refuse
+from streams.model.jsstring import js_trim, to_js_utf16
+from streams.model.key_groups import _GROUP_KEYS, KEY_GROUPS
+from streams.produce.encode import MAX_EVENT_BYTES, ItemRejected, encode_item
+from streams.redaction.redact import RedactionMode
+
+_SERIALISED = b'{"schema_version":1,'
+_MAX_PLAIN_BODY = 100_000
+"""Bodies up to this many UTF-8 bytes need neither the body-size nor the JSON-size check of
+:func:`streams.frames.capture.capture_body_hash` (both limits are larger); longer ones take the general path."""
+
+
+def line_record(line: bytes) -> tuple[bytes, bytes] | None:
+    """The ``hook-events`` (key, value) of one hook-event line, or None for the general path.
+
+    Args:
+        line: one line of a hook-event JSONL file (no line end).
+
+    Returns:
+        Exactly ``encode_item(decode_hook_record(line), mode)`` for any privacy mode (the events
+        covered are never KnowHub-relevant), or None.
+    """
+    if line.startswith(_SERIALISED):
+        return None
+    obj = _orjson_object(line)
+    if obj is None or "schema_version" in obj:
+        return None
+    fields: EventFields
+    try:
+        runtime = detect_runtime(obj)
+        if runtime == "openclaw":
+            fields = openclaw_fields(obj, payload_time_ms(obj, None))
+        elif runtime == "claude-code" or runtime == "codex":
+            fields = backend_hook_fields(obj, payload_time_ms(obj, None), runtime)
+        else:
+            return None
+    except (RejectedInput, TypeError, ValueError, AttributeError, KeyError):
+        return None  # the general path rejects it with the same reason and text
+    d = checked_fields(fields)
+    if d is None or d["native_event"] == "PostToolUse" or d["content"] is not None or d["event_type"] not in CAPTURE_TYPES:
+        return None  # pydantic's call, a possible KnowHub tool call, or no capture: the general path keys it
+    body = d["body"]
+    if body is None:
+        return None
+    stripped = js_trim(body if body.isascii() else to_js_utf16(body))
+    encoded = stripped.encode("utf-8")
+    if not stripped or len(encoded) > _MAX_PLAIN_BODY:
+        return None
+    try:
+        value = orjson.dumps({k: v for k, v in d.items() if v is not None}, default=_refuse, option=_PASSTHROUGH)
+    except TypeError:
+        return None
+    if len(value) > MAX_EVENT_BYTES:
+        return None
+    return _GROUP_KEYS[int.from_bytes(hashlib.sha256(encoded).digest()[:4], "big") % KEY_GROUPS], value
+
+
+def encode_lines(lines: Iterable[bytes], mode: RedactionMode) -> Iterator[tuple[int, bytes, tuple[bytes, bytes] | ItemRejected]]:
+    """``(offset, line, record or why it is rejected)`` for each non-blank line of a hook-event file:
+    :func:`streams.importers.files.import_hook_events` then :func:`streams.produce.encode.encode_item`,
+    with :func:`line_record` first on the fast path (:mod:`streams.model.fastpath`)."""
+    fast = fastpath.ENABLED
+    for off, line in enumerate(lines):
+        if not line.strip():
+            continue
+        rec = line_record(line) if fast else None
+        if rec is None:
+            try:
+                item = decode_hook_record(line)
+            except RejectedInput as e:
+                yield off, line, encode_item(e, mode)
+                continue
+            yield off, line, encode_item(item, mode)
+        else:
+            yield off, line, rec

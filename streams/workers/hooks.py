@@ -1,0 +1,243 @@
+"""The faust frames worker: one dedup agent reads ``hook-events`` directly (no repartition hop).
+
+``hook-events`` is keyed by key group (:mod:`streams.model.key_groups`), so every capture of one body
+arrives at one agent partition, in log order, whatever the partition count. Per record the agent
+decodes and adapts (bad input → ``dead-letter``), dedups by the pure
+:class:`~streams.frames.dedup.DedupCore` (one core per partition, its watermarks per key group), and sends
+the frame event to ``frames``; a memory tool call (``PostToolUse`` / ``after_tool_call`` of a memory
+tool, :mod:`streams.memory_calls`) goes to ``memory-calls``. The core's state is a plain dict per partition in front of the faust
+table ``dedup-state``: the keys changed since the last commit are written to the table's changelog
+topic right before faust commits (:class:`streams.kafka.faust_app.FlushBeforeCommitConsumer`) and when a
+partition is revoked, so the changelog always covers the committed records, one changelog record per
+changed key per commit instead of one per capture; a worker that takes a partition over restores it
+from the compacted changelog (memory store: the state is bounded by the window).
+
+The agent also derives the KnowHub events of the record (redacted) → ``experience-events``, and
+extraction requests → ``kb-extract`` → the **extract** agent (the OpenAI-compatible endpoint, off
+by default; results kept in the table ``kb-extractions`` so a re-processed request re-emits them).
+
+Outputs go through faust's producer directly (``app.producer.send``: one buffered send, no
+per-message future bookkeeping); faust flushes the producer before it commits offsets, so
+processing is at-least-once, and a record processed again re-emits the same answers (the core
+remembers the event ids its frames absorbed), which the projector ignores by event id.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+import faust
+import orjson
+
+from streams.experiences.events import ExperienceExtracted, KbEvent, kb_key
+from streams.experiences.extract import ChatClient, Completer
+from streams.experiences.from_hooks import ExtractionRequest, KbDeriver
+from streams.experiences.settings import KbSettings
+from streams.experiences.steps import might_be_kb, redacted_dead_letter, route_kb_record, run_extraction
+from streams.frames.capture import Capture
+from streams.frames.codec import frame_event_to_json
+from streams.frames.dedup import DedupCore, group_of_key
+from streams.frames.steps import memory_call_of, route_hook_record
+from streams.kafka.faust_app import BatchedOutput, changelog_specs, is_stale, make_faust_app, on_before_commit, run_app
+from streams.kafka.lag import worker_group
+from streams.kafka.topics import Topics, TopicSpec, partition_for
+from streams.memory_calls import configured_rules
+from streams.model.clock import wall_clock_ms
+from streams.model.deadletter import DeadLetter, RejectedInput
+from streams.model.key_groups import group_record_key
+from streams.model.position import Position
+from streams.model.tracked_state import TrackedState
+from streams.settings import Settings
+
+
+@dataclass
+class HivestreamApp:
+    """The faust app and its parts (exposed for tests and benchmarks)."""
+
+    app: faust.App
+    topics: Topics
+    partitions: int
+    dedup: Any
+    table: Any
+    cores: dict[int, DedupCore]
+    extract: Any = None
+    extractions: Any = None
+
+    def topic_specs(self) -> list[TopicSpec]:
+        """Every topic the app reads or writes, its tables' changelogs included (create them before starting)."""
+        return self.topics.specs(self.partitions) + changelog_specs(self.table, self.extractions)
+
+
+def create_app(
+    settings: Settings,
+    *,
+    store: str = "rocksdb://",
+    partitions: int | None = None,
+    frames_version: str = "",
+    data_dir: str | None = None,
+    kb_settings: KbSettings | None = None,
+    completer: Completer | None = None,
+) -> HivestreamApp:
+    """Build the faust frames worker for ``settings``.
+
+    Args:
+        settings: bootstrap servers, namespace, key strategy, window, lateness, body limit.
+        store: ``rocksdb://`` (production: rocksdict, local state plus changelog) or
+            ``memory://`` (state rebuilt from the changelog on start).
+        partitions: partitions of ``hook-events`` (and so of the table and the output topics;
+            default: ``settings.partitions``).
+        frames_version: suffix of a versioned frames topic (``reprocess``); it also gives the
+            app its own consumer group and table, so it starts from offset 0.
+        data_dir: base of the workers' data directories (:func:`streams.kafka.workdir.claim_worker_dir`).
+        kb_settings: KnowHub settings (default: from ``HIVESTREAM_KB_*``); ``reprocess`` skips the
+            KnowHub steps (it rebuilds frames only).
+        completer: the extraction endpoint's client (default: a
+            :class:`~streams.experiences.extract.ChatClient` from ``kb_settings``, made on first use).
+
+    Returns:
+        The app with its agents; run it with :func:`run_worker`.
+    """
+    n = partitions or settings.partitions
+    topics = Topics(settings.topic_namespace, frames_version)
+    app_id = worker_group(settings.topic_namespace, frames_version)
+    app = make_faust_app(app_id, settings, store=store, partitions=n, data_dir=data_dir)
+    hook_events = app.topic(topics.hook_events, partitions=n, internal=False)
+    kb_extract = app.topic(topics.kb_extract, partitions=n, internal=False)
+    kbs = kb_settings or KbSettings()
+    deriver = None if frames_version else KbDeriver(kbs)
+    schema: Any = faust.Schema(key_type=str, key_serializer="raw", value_serializer="json")
+    extractions = None if deriver is None else app.Table("kb-extractions", default=None, partitions=n, schema=schema)
+    # the dedup state: per partition a plain dict (TrackedState) in front of the faust table, written to
+    # the table's changelog right before each commit (streams.kafka.faust_app.FlushBeforeCommitConsumer)
+    # (bytes keys and values: raw serializers, orjson inside; "memory://local" because a bare "memory://" URL is falsy
+    # to faust, which then falls back to the app's store)
+    table = app.Table("dedup-state", default=None, partitions=n, store="memory://local", key_type=bytes, value_type=bytes)
+    cores: dict[int, DedupCore] = {}
+
+    out = BatchedOutput(app)
+    memory_rules = None if frames_version else configured_rules()  # reprocess rebuilds frames only
+
+    async def flush_state(partition: int | None = None) -> None:
+        """Send the keys changed since the last call to the table's changelog (compacted; None deletes), then every open batch."""
+        topic = table.changelog_topic.get_topic_name()
+        for p, core in list(cores.items()):
+            if partition is not None and p != partition:
+                continue
+            assert isinstance(core.state, TrackedState)
+            upserts, deletes = core.state.drain()
+            for k, v in upserts.items():
+                await out.append(topic, p, k.encode(), orjson.dumps(v))
+            for k in deletes:
+                await out.append(topic, p, k.encode(), None)
+        await out.flush()
+
+    on_before_commit(app, flush_state)
+
+    @app.on_partitions_revoked.connect
+    async def _forget(sender: Any, /, *args: Any, signal: Any, **kw: Any) -> None:
+        revoked = args[0] if args else kw.get("revoked", ())
+        mine = [tp.partition for tp in revoked if tp.topic == topics.hook_events and tp.partition in cores]
+        for p in mine:
+            await flush_state(p)  # the next owner restores the partition from the changelog
+            cores.pop(p, None)
+        if mine:
+            await app.producer.flush()
+
+    def core_for(partition: int) -> DedupCore:
+        core = cores.get(partition)
+        if core is None:
+            from faust.types import TP
+
+            tp = TP(topics.hook_events, partition)
+
+            def committed(_p: int) -> int | None:
+                off = getattr(app.consumer, "_committed_offset", {}).get(tp)  # faust keeps the last committed offsets here
+                return int(off) if off is not None else None
+
+            def owns(k: str) -> bool:
+                return partition_for(group_record_key(group_of_key(k)), n) == partition
+
+            restored = {k.decode(): orjson.loads(v) for k, v in list(table.data.items()) if v is not None and owns(k.decode())}
+            core = cores[partition] = DedupCore(settings.window, allowed_lateness_ms=settings.allowed_lateness_ms,
+                                                state=TrackedState(restored), committed=committed)
+        return core
+
+    async def send(topic: str, key: bytes, value: bytes, partition: int | None = None) -> None:
+        await app.producer.send(topic, key, value, partition, None, None)
+
+    async def send_dead(dl: DeadLetter, topic: str = topics.dead_letter) -> None:
+        await send(topic, f"{dl.source}:{dl.partition}:{dl.offset}".encode(), dl.model_dump_json().encode())
+
+    async def send_kb(kb: KbEvent | ExtractionRequest | DeadLetter) -> None:
+        if isinstance(kb, DeadLetter):
+            await send_dead(kb, topics.kb_dead_letter)
+        elif isinstance(kb, ExtractionRequest):
+            key = kb.request_id.encode()
+            await send(topics.kb_extract, key, kb.to_json(), partition_for(key, n))
+        else:
+            key = kb_key(kb)
+            await send(topics.experience_events, key, kb.model_dump_json().encode(), partition_for(key, n))
+
+    @app.agent(hook_events, name="dedup")
+    async def dedup(stream: faust.StreamT[bytes]) -> AsyncIterator[None]:
+        """hook-events → frames (dedup state in the changelog-backed table), dead-letter, experience-events."""
+        async for event in stream.events():
+            m = event.message
+            if is_stale(app, m):  # faust #596 fix: this record comes again after a seek, in order
+                yield None
+                continue
+            raw = event.value
+            pos = Position(m.topic, m.partition, m.offset, int(m.timestamp * 1000))
+            res = route_hook_record(raw, pos, settings, wall_clock_ms())
+            if isinstance(res, Capture):
+                fe = core_for(m.partition).process(res)
+                await out.append(topics.frames, m.partition, res.key.encode(), frame_event_to_json(fe))  # frames has the partitions of hook-events
+            elif isinstance(res, DeadLetter):
+                await send_dead(res)
+            elif memory_rules is not None and raw and (b"PostToolUse" in raw or b"after_tool_call" in raw):
+                call = memory_call_of(raw, pos, memory_rules)
+                if call is not None:
+                    await out.append(topics.memory_calls, m.partition, call.session.encode(), call.to_json())
+            if deriver is not None and might_be_kb(raw):
+                for kb in route_kb_record(raw, pos, deriver, wall_clock_ms()):
+                    await send_kb(kb)
+            yield None
+
+    clients: list[Completer] = [completer] if completer is not None else []
+
+    def client() -> Completer:
+        if not clients:
+            clients.append(ChatClient(kbs.extraction_base_url, kbs.extraction_model, kbs.extraction_api_key, kbs.extraction_timeout_s))
+        return clients[0]
+
+    async def extract(stream: faust.StreamT[bytes]) -> AsyncIterator[None]:
+        """kb-extract → experience-events (extracted experiences) or kb-dead-letter; results kept per request."""
+        async for event in stream.events():
+            m = event.message
+            pos = Position(m.topic, m.partition, m.offset, int(m.timestamp * 1000))
+            try:
+                req = ExtractionRequest.from_json(event.value or b"")
+            except RejectedInput as e:
+                await send_kb(redacted_dead_letter(e, event.value or b"", pos, wall_clock_ms(), kbs.privacy_mode))
+                yield None
+                continue
+            assert extractions is not None
+            saved = extractions.get(req.request_id)
+            if saved is None:
+                outs = await asyncio.to_thread(run_extraction, req, client, kbs, pos, wall_clock_ms())
+                saved = [{"dead": o.model_dump(mode="json")} if isinstance(o, DeadLetter) else {"event": o.model_dump(mode="json")} for o in outs]
+                extractions[req.request_id] = saved
+            for item in saved:
+                await send_kb(DeadLetter.model_validate(item["dead"]) if "dead" in item else ExperienceExtracted.model_validate(item["event"]))
+            yield None
+
+    extract_agent = app.agent(kb_extract, name="extract")(extract) if deriver is not None else None  # not in `reprocess`
+    return HivestreamApp(app, topics, n, dedup, table, cores, extract_agent, extractions)
+
+
+def run_worker(h: HivestreamApp, loglevel: str = "warning") -> None:
+    """Run a faust worker for ``h`` until it is stopped (SIGTERM/SIGINT); blocks."""
+    run_app(h.app, loglevel)
