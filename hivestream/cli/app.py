@@ -266,8 +266,8 @@ def main() -> None:
     except ValidationError as e:
         first = e.errors()[0]
         name = ".".join(map(str, first["loc"]))
-        shown = "" if any(w in name.lower() for w in ("password", "secret", "token")) else f" (input {first.get('input')!r})"
-        err.print(f"[red]error:[/] invalid setting {name}: {first['msg']}{shown}", soft_wrap=True)
+        shown = "" if not name or any(w in name.lower() for w in ("password", "secret", "token")) else f" (input {first.get('input')!r})"
+        err.print(f"[red]error:[/] invalid setting{' ' + name if name else 's'}: {escape(first['msg'])}{escape(shown)}", soft_wrap=True)
         sys.exit(2)
     except duckdb.Error as e:
         err.print(f"[red]error:[/] DuckDB: {e}")

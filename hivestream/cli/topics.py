@@ -22,7 +22,7 @@ from streams.kafka.connection import KafkaConnection
 from streams.kafka.topics import TopicSpec
 from streams.settings import Settings
 
-out = Console(width=max(100, Console().width))
+out = Console(width=max(160, Console().width))  # full topic names
 err = Console(stderr=True)
 
 

@@ -31,7 +31,7 @@ from streams.ingest.partitioner import MemoPartitioner
 from streams.ingest.spool_format import decode_kafka_record, encode_kafka_record
 from streams.kafka.clients import aiokafka_producer
 from streams.kafka.connection import ConnectionLike, as_connection
-from streams.kafka.errors import KafkaSetupError, explain
+from streams.kafka.errors import explain
 from streams.kafka.preflight import probe
 from streams.kafka.topics import TopicSpec, ensure_topics
 
@@ -152,6 +152,8 @@ class DurableSink:
         async with self._starting:
             if self._producer is not None:
                 return self._producer
+            if self._factory == self._aiokafka_producer:
+                await probe(self.conn, timeout_s=max(5.0, self.produce_timeout_s))  # fails fast with the cause (no client retry storm)
             if not self._topics_ready and self.topic_specs:
                 await _in_daemon_thread(ensure_topics, self.conn, self.topic_specs, timeout_ms=10_000, **self.replication)
                 self._topics_ready = True
@@ -300,16 +302,9 @@ class DurableSink:
             await asyncio.sleep(backoff)
 
     async def _log_start_failure(self, e: Exception) -> None:
-        """Log why the producer could not start, once per distinct cause (the line of
-        :func:`streams.kafka.preflight.probe`, which sees what aiokafka's "Unable to bootstrap" hides)."""
-        why = explain(e, self.conn)
-        if self._factory == self._aiokafka_producer:
-            try:
-                await probe(self.conn, timeout_s=5.0)
-            except KafkaSetupError as found:
-                why = str(found)
-            except Exception:  # the probe's own failure changes nothing: keep the first explanation
-                pass
+        """Log why the producer could not start, once per distinct cause (the probe in :meth:`_ensure_producer`
+        names it: :func:`streams.kafka.preflight.probe` sees what aiokafka's "Unable to bootstrap" hides)."""
+        why = explain(e, self.conn)  # a KafkaSetupError of the probe in _ensure_producer: its own line
         self.stats.last_error = why
         if why != self._logged_failure:
             self._logged_failure = why

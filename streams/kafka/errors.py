@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import socket
 import ssl
 from typing import Protocol
@@ -160,12 +161,31 @@ def explain(exc: BaseException, conn: ConnectionFacts | None = None, *, at: str 
     if "unable to bootstrap" in text.lower():
         return (f"could not connect to any Kafka broker of {servers}: check {where('bootstrap_servers')} "
                 f"and {where('security_protocol')}")
+    if _is(exc, "IllegalSaslState"):
+        return (f"the broker at {servers} does not expect SASL on this listener: it is probably PLAINTEXT or SSL; "
+                f"check {where('security_protocol')}")
+    if _is(exc, "InvalidReplicationFactor"):
+        return (f"the cluster refused the replication factor{_broker_reason(text)}: it has fewer brokers than replicas asked for; "
+                "check --replication-factor / HIVESTREAM_REPLICATION_FACTOR (unset: the broker's default.replication.factor)")
+    if _is(exc, "PolicyViolation", "InvalidConfiguration", "InvalidPartitions"):
+        return (f"the cluster refused a topic's settings ({type(exc).__name__}{_broker_reason(text, ': ')}): check "
+                "--replication-factor, HIVESTREAM_MIN_INSYNC_REPLICAS and --partitions against the cluster's rules")
     if _is(exc, "NotEnoughReplicas"):
         return ("not enough in-sync replicas: fewer brokers are up than the topic's min.insync.replicas "
                 "(HIVESTREAM_MIN_INSYNC_REPLICAS); the write was not acknowledged")
     if _is(exc, "KafkaError") or type(exc).__module__.split(".")[0] in {"kafka", "aiokafka"}:
+        if "failed with response" in text:  # kafka-python repeats the whole request: keep the broker's own message only
+            return scrub(f"Kafka: {type(exc).__name__}{_broker_reason(text, ': ')}")[:400]
         return scrub(f"Kafka: {type(exc).__name__}: {text}".splitlines()[0])[:400]
     return scrub(f"{type(exc).__name__}: {text}".splitlines()[0])[:400]
+
+
+def _broker_reason(text: str, lead: str = " (") -> str:
+    """The broker's ``error_message`` inside a kafka-python error text, as `` (message)`` (or ``lead`` + message), else ``""``."""
+    m = re.search(r"error_message='((?:[^'\\]|\\.)*)'", text)
+    if not m or not m.group(1) or m.group(1) == "None":
+        return ""
+    return f"{lead}{m.group(1)}{')' if lead == ' (' else ''}"
 
 
 def _kind(exc: BaseException) -> str:
