@@ -51,10 +51,11 @@ class Settings(BaseSettings):
 
     @model_validator(mode="after")
     def _isr_fits(self) -> Settings:
-        """``min_insync_replicas`` above ``replication_factor`` would make every ``acks=all`` write fail."""
+        """``min_insync_replicas`` above ``replication_factor`` is a contradiction (brokers before Kafka 4 refuse every
+        ``acks=all`` write to such a topic; Kafka 4.1 accepts the writes, so the setting would promise nothing)."""
         if self.replication_factor and self.min_insync_replicas and self.min_insync_replicas > self.replication_factor:
             raise ValueError(f"min_insync_replicas {self.min_insync_replicas} is above replication_factor {self.replication_factor}: "
-                             "every acknowledged write would fail")
+                             "no topic can have more in-sync replicas than replicas")
         return self
 
     @property

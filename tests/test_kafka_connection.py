@@ -312,7 +312,7 @@ def test_differences_name_each_one() -> None:
                      "a: min.insync.replicas 1, expected 2 (HIVESTREAM_MIN_INSYNC_REPLICAS)",
                      "a: retention.ms=604800000, expected -1",
                      "b: min.insync.replicas 4, expected 2 (HIVESTREAM_MIN_INSYNC_REPLICAS)",
-                     "b: min.insync.replicas 4 is above its 3 replicas: no acks=all write can succeed",
+                     "b: min.insync.replicas 4 is above its 3 replicas (brokers before Kafka 4 refuse every acks=all write to it)",
                      "b: cleanup.policy=delete, expected compact",
                      "c: missing (`hivestream topics` creates it)"]
     ok = {"a": TopicState("a", 4, 3, 3, 3, {"retention.ms": "-1", "min.insync.replicas": "2", "cleanup.policy": "delete"})}

@@ -130,7 +130,8 @@ def differences(
                        "(HIVESTREAM_MIN_INSYNC_REPLICAS)")
         isr = st.configs.get("min.insync.replicas")
         if isr is not None and isr.isdigit() and int(isr) > st.replicas:
-            out.append(f"{spec.name}: min.insync.replicas {isr} is above its {st.replicas} replicas: no acks=all write can succeed")
+            out.append(f"{spec.name}: min.insync.replicas {isr} is above its {st.replicas} replicas (brokers before Kafka 4 refuse "
+                       "every acks=all write to it)")
         for key in ("retention.ms", "retention.bytes", "cleanup.policy"):
             want = spec.config.get(key, "delete" if key == "cleanup.policy" else None)
             have = st.configs.get(key)
