@@ -150,10 +150,13 @@ def noop_agent(topic: str, group: str, partitions: int) -> None:
 
     import faust
 
-    from streams.kafka.faust_app import make_faust_app, run_app
+    from streams.kafka.connection import resolve_connection
+    from streams.kafka.faust_app import internal_specs, make_faust_app, run_app
     from streams.settings import Settings
 
-    app = make_faust_app(group, Settings(), store="memory://local", partitions=partitions, data_dir=None)
+    conn = resolve_connection()
+    app = make_faust_app(group, Settings(), connection=conn, store="memory://local", partitions=partitions, data_dir=None)
+    ensure_topics(conn, internal_specs(app))  # faust creates no topic (its leader topic here)
 
     @app.agent(app.topic(topic, internal=False))
     async def noop(stream: faust.StreamT[bytes]) -> AsyncIterator[None]:

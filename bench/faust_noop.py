@@ -16,14 +16,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import faust
 
-from streams.kafka.faust_app import make_faust_app, run_app
+from streams.kafka.connection import resolve_connection
+from streams.kafka.faust_app import internal_specs, make_faust_app, run_app
+from streams.kafka.topics import ensure_topics
 from streams.settings import Settings
 
 
 def main() -> None:
     """Run the no-op agent of group ``argv[2]`` on ``<argv[1]>.hook-events``."""
     namespace, group = sys.argv[1], sys.argv[2]
-    app = make_faust_app(group, Settings(), store="memory://local", partitions=4, data_dir=None)
+    conn = resolve_connection()
+    app = make_faust_app(group, Settings(), connection=conn, store="memory://local", partitions=4, data_dir=None)
+    ensure_topics(conn, internal_specs(app))  # faust creates no topic (its leader topic here)
     topic = app.topic(f"{namespace}.hook-events", internal=False)
 
     @app.agent(topic)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pydantic import AliasChoices, Field, SecretStr
+from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from streams.model.body_hash import KeyStrategy
@@ -26,11 +26,15 @@ class Settings(BaseSettings):
             capture at 20,000, 28 µs at 50,000, 28 µs at 100,000) while memory grows with the
             batch (peak RSS 364, 437, 589 MiB). Batches are smaller when there is less: the runner
             commits at the end of each file, the projector what one poll returns.
-        kafka_bootstrap_servers: Kafka ``bootstrap.servers`` (env ``KAFKA_BOOTSTRAP_SERVERS``
-            is read too).
-        kafka_sasl_password: SASL password, kept as a secret (redacted in reprs and logs).
         topic_namespace: prefix of every topic name.
         partitions: partition count of the topics hivestream creates.
+        replication_factor: replicas of every topic hivestream creates (env
+            ``HIVESTREAM_REPLICATION_FACTOR``); None: the broker's ``default.replication.factor``.
+        min_insync_replicas: ``min.insync.replicas`` of every topic hivestream creates (env
+            ``HIVESTREAM_MIN_INSYNC_REPLICAS``); None: the broker's default.
+
+    The Kafka connection (bootstrap servers, security, credentials) is not here: it is
+    :class:`streams.kafka.connection.KafkaConnection`, built by ``resolve_connection``.
     """
 
     model_config = SettingsConfigDict(env_prefix="HIVESTREAM_", extra="ignore")
@@ -40,10 +44,19 @@ class Settings(BaseSettings):
     key_strategy: KeyStrategy = KeyStrategy.BODY
     max_body_bytes: int = Field(DEFAULT_MAX_BODY_BYTES, gt=0)
     batch_size: int = Field(50_000, gt=0)
-    kafka_bootstrap_servers: str = Field("127.0.0.1:19092", validation_alias=AliasChoices("KAFKA_BOOTSTRAP_SERVERS", "HIVESTREAM_KAFKA_BOOTSTRAP_SERVERS"))
-    kafka_sasl_password: SecretStr | None = None
     topic_namespace: str = Field("hivestream", pattern=r"^[A-Za-z0-9._-]+$")
     partitions: int = Field(4, ge=1, le=1024)
+    replication_factor: int | None = Field(None, ge=1, le=32_767)
+    min_insync_replicas: int | None = Field(None, ge=1, le=32_767)
+
+    @model_validator(mode="after")
+    def _isr_fits(self) -> Settings:
+        """``min_insync_replicas`` above ``replication_factor`` is a contradiction (brokers before Kafka 4 refuse every
+        ``acks=all`` write to such a topic; Kafka 4.1 accepts the writes, so the setting would promise nothing)."""
+        if self.replication_factor and self.min_insync_replicas and self.min_insync_replicas > self.replication_factor:
+            raise ValueError(f"min_insync_replicas {self.min_insync_replicas} is above replication_factor {self.replication_factor}: "
+                             "no topic can have more in-sync replicas than replicas")
+        return self
 
     @property
     def window(self) -> int | None:

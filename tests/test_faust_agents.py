@@ -58,7 +58,7 @@ def sent(h: Any, topic: str) -> list[bytes]:
 
 @pytest.fixture
 def h() -> Any:
-    app = create_app(Settings(window_ms=60_000), store="memory://", partitions=2)
+    app = create_app(Settings(window_ms=60_000), connection="127.0.0.1:9", store="memory://", partitions=2)
     app.app.producer.send = AsyncMock()
     app.fake = FakeProducer()  # type: ignore[attr-defined]
     app.app.producer._ensure_producer = lambda: app.fake  # type: ignore[attr-defined]

@@ -19,13 +19,27 @@ import duckdb
 import typer
 from pydantic import ValidationError
 from rich.console import Console
+from rich.markup import escape
 
 from hivestream.cli.console import table
 from hivestream.cli.ingest import register as register_ingest
-from hivestream.cli.kafka_opts import BootstrapOpt, NamespaceOpt, PartitionsOpt, kafka_settings, stop_on_signals
+from hivestream.cli.kafka_opts import (
+    BootstrapOpt,
+    KafkaConfigOpt,
+    NamespaceOpt,
+    PartitionsOpt,
+    ReplicationOpt,
+    create_topics,
+    input_partitions,
+    kafka_connection,
+    kafka_settings,
+    refuse_state_mismatch,
+    stop_on_signals,
+)
 from hivestream.cli.kb import kb_app
 from hivestream.cli.lag import register as register_lag
 from hivestream.cli.stubs import stubs_app
+from hivestream.cli.topics import register as register_topics
 from hivestream.embedded.frames import RunReport, run_files
 from projections.frames.analytics import ANALYTICS_QUERIES, MEMORY_QUERIES
 from projections.frames.queries import QUERIES
@@ -33,6 +47,7 @@ from projections.frames.sink import MetaMismatch
 from projections.named_query import NamedQuery, run_query
 from projections.reading import open_for_reading
 from streams.importers.ordered_pool import auto_jobs
+from streams.kafka.connection import KafkaConnection
 from streams.model.body_hash import KeyStrategy
 from streams.settings import Settings
 
@@ -42,6 +57,7 @@ app.add_typer(stubs_app, name="stubs", help="memory stubs: import stubs.db, matc
 app.add_typer(kb_app, name="kb", help="KnowHub experiences: run, project, submit, review, search, queries")
 register_ingest(app)  # ingest, hook, hooks install|uninstall (issue 10)
 register_lag(app)
+register_topics(app)  # topics [--check]
 out = Console(width=max(100, Console().width))
 err = Console(stderr=True)
 
@@ -249,41 +265,32 @@ def main() -> None:
         app()
     except ValidationError as e:
         first = e.errors()[0]
-        err.print(f"[red]error:[/] invalid setting {'.'.join(map(str, first['loc']))}: {first['msg']} (input {first.get('input')!r})")
+        name = ".".join(map(str, first["loc"]))
+        shown = "" if not name or any(w in name.lower() for w in ("password", "secret", "token")) else f" (input {first.get('input')!r})"
+        err.print(f"[red]error:[/] invalid setting{' ' + name if name else 's'}: {escape(first['msg'])}{escape(shown)}", soft_wrap=True)
         sys.exit(2)
     except duckdb.Error as e:
         err.print(f"[red]error:[/] DuckDB: {e}")
         sys.exit(2)
     except Exception as e:
-        from kafka.errors import KafkaError
+        from streams.kafka.errors import KafkaSetupError, explain
 
-        if isinstance(e, KafkaError):
-            from kafka.errors import KafkaTimeoutError, NoBrokersAvailable
-
-            hint = " (is the broker at KAFKA_BOOTSTRAP_SERVERS running?)" if isinstance(e, KafkaTimeoutError | NoBrokersAvailable) else ""
-            err.print(f"[red]error:[/] Kafka: {e!r}{hint}")
+        if isinstance(e, KafkaSetupError) or type(e).__module__.split(".")[0] in ("kafka", "aiokafka"):
+            err.print(f"[red]error:[/] {escape(explain(e))}", soft_wrap=True, highlight=False)
             sys.exit(2)
         raise
 
 
 # --- the Kafka path -----------------------------------------------------------------------
 @app.command()
-def topics(bootstrap: BootstrapOpt = None, namespace: NamespaceOpt = None, partitions: PartitionsOpt = None) -> None:
-    """Create hivestream's topics (idempotent)."""
-    from streams.kafka.topics import Topics, ensure_topics
-
-    s = kafka_settings(bootstrap, namespace, partitions)
-    created = ensure_topics(s.kafka_bootstrap_servers, Topics(s.topic_namespace).specs(s.partitions))
-    out.print(f"created: {', '.join(created) or 'none (all exist)'}")
-
-
-@app.command()
 def produce(
     files: Annotated[list[Path], typer.Argument(help="session files, directories or hook-event JSONL", exists=True)],
     gateway: Annotated[bool, typer.Option("--gateway/--no-gateway", help="also emit the OpenClaw gateway's double capture")] = False,
     bootstrap: BootstrapOpt = None,
+    kafka_config: KafkaConfigOpt = None,
     namespace: NamespaceOpt = None,
     partitions: PartitionsOpt = None,
+    replication_factor: ReplicationOpt = None,
     jobs: Annotated[int | None, typer.Option("--jobs", min=0, help="import processes beside the sender (same records, same order); "
                                              "0: import in this process; default: one per core for inputs of 4 MiB or more")] = None,
 ) -> None:
@@ -293,13 +300,14 @@ def produce(
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
     from streams.experiences.settings import KbSettings
-    from streams.kafka.topics import Topics, ensure_topics
+    from streams.kafka.topics import Topics
     from streams.model.clock import wall_clock_ms
     from streams.produce.producer import produce_files
 
-    s = kafka_settings(bootstrap, namespace, partitions)
+    s = kafka_settings(namespace, partitions, replication_factor=replication_factor)
+    conn = kafka_connection(bootstrap, kafka_config)
     t = Topics(s.topic_namespace)
-    ensure_topics(s.kafka_bootstrap_servers, t.specs(s.partitions))
+    create_topics(conn, s, t.specs(s.partitions))
     paths = _expand(files)
     if jobs is None:
         jobs = auto_jobs(paths)
@@ -311,7 +319,7 @@ def produce(
             rate = n / max(1e-6, _time.monotonic() - t0)
             prog.update(task, description=f"produced {n} events ({rate:,.0f} events/s)")
 
-        rep = produce_files(paths, s.kafka_bootstrap_servers, t, gateway=gateway, now_ms=wall_clock_ms, on_event=tick,
+        rep = produce_files(paths, conn, t, gateway=gateway, now_ms=wall_clock_ms, on_event=tick,
                             privacy_mode=KbSettings().privacy_mode, jobs=jobs)
     dt = _time.monotonic() - t0
     dl = ", ".join(f"{k} {v}" for k, v in rep.dead_letters.most_common()) or "none"
@@ -340,8 +348,10 @@ def _expand(files: list[Path]) -> list[Path]:
 @app.command()
 def worker(
     bootstrap: BootstrapOpt = None,
+    kafka_config: KafkaConfigOpt = None,
     namespace: NamespaceOpt = None,
     partitions: PartitionsOpt = None,
+    replication_factor: ReplicationOpt = None,
     store: Annotated[str, typer.Option("--store", help="faust table store: rocksdb:// or memory://")] = "rocksdb://",
     data_dir: Annotated[Path, typer.Option("--data-dir", help="base of the workers' rocksdb state (one slot per running worker)")] = Path(".hivestream-worker"),
     frames_version: Annotated[str, typer.Option("--frames-version", help="write a versioned frames topic (see reprocess)")] = "",
@@ -349,13 +359,21 @@ def worker(
     key_strategy: KeyOpt = None,
     loglevel: Annotated[str, typer.Option("--loglevel")] = "warning",
 ) -> None:
-    """Run a faust worker: validate hook events, dedup into frames (hook-events is keyed by key group)."""
-    from streams.kafka.topics import ensure_topics
+    """Run a faust worker: validate hook events, dedup into frames (hook-events is keyed by key group).
+
+    An existing hook-events keeps its partition count (the worker follows it); the worker refuses to
+    start when its state (the changelog topics) was built for another count.
+    """
+    from streams.kafka.topics import Topics
     from streams.workers.hooks import create_app, run_worker
 
-    s = kafka_settings(bootstrap, namespace, partitions, window_ms=window_ms, key_strategy=key_strategy)
-    h = create_app(s, store=store, frames_version=frames_version, data_dir=str(data_dir))
-    ensure_topics(s.kafka_bootstrap_servers, h.topic_specs())
+    s = kafka_settings(namespace, partitions, window_ms=window_ms, key_strategy=key_strategy, replication_factor=replication_factor)
+    conn = kafka_connection(bootstrap, kafka_config)
+    source = Topics(s.topic_namespace).hook_events
+    n = input_partitions(conn, source, s.partitions)
+    h = create_app(s, connection=conn, store=store, partitions=n, frames_version=frames_version, data_dir=str(data_dir))
+    refuse_state_mismatch(conn, source, n, h.copartitioned())
+    create_topics(conn, s, h.topic_specs())
     run_worker(h, loglevel=loglevel)
 
 
@@ -363,8 +381,10 @@ def worker(
 def reprocess(
     version: Annotated[str, typer.Option("--version", help="name of the new frames topic version, e.g. v2")],
     bootstrap: BootstrapOpt = None,
+    kafka_config: KafkaConfigOpt = None,
     namespace: NamespaceOpt = None,
     partitions: PartitionsOpt = None,
+    replication_factor: ReplicationOpt = None,
     store: Annotated[str, typer.Option("--store")] = "rocksdb://",
     data_dir: Annotated[Path, typer.Option("--data-dir")] = Path(".hivestream-worker"),
     window_ms: WindowOpt = None,
@@ -376,18 +396,19 @@ def reprocess(
     It is a worker with its own consumer group and table; project its topic into another file
     with `hivestream project --frames-version VERSION --db other.duckdb` and compare.
     """
-    worker(bootstrap, namespace, partitions, store, data_dir, version, window_ms, key_strategy, loglevel)
+    worker(bootstrap, kafka_config, namespace, partitions, replication_factor, store, data_dir, version, window_ms, key_strategy, loglevel)
 
 
-def _projector(s: Settings, db: Path, frames_version: str, snapshot_every_s: float, from_time_ms: int | None = None) -> tuple[object, object]:
+def _projector(s: Settings, conn: KafkaConnection, db: Path, frames_version: str, snapshot_every_s: float,
+               from_time_ms: int | None = None) -> tuple[object, object]:
     from projections.frames.projector import Projector
     from projections.frames.sink import DuckSink
-    from streams.kafka.topics import Topics, ensure_topics
+    from streams.kafka.topics import Topics
 
     t = Topics(s.topic_namespace, frames_version)
-    ensure_topics(s.kafka_bootstrap_servers, t.specs(s.partitions))
+    create_topics(conn, s, t.specs(s.partitions))
     sink = DuckSink(db)
-    return sink, Projector(sink, s.kafka_bootstrap_servers, t.frames, t.dead_letter, batch_max=s.batch_size,
+    return sink, Projector(sink, conn, t.frames, t.dead_letter, batch_max=s.batch_size,
                            snapshot_every_s=snapshot_every_s, from_time_ms=from_time_ms,
                            memory_calls_topic=None if frames_version else t.memory_calls)
 
@@ -396,8 +417,10 @@ def _projector(s: Settings, db: Path, frames_version: str, snapshot_every_s: flo
 def project(
     db: Annotated[Path, typer.Option("--db", help="DuckDB file to write")] = Path("hivestream.duckdb"),
     bootstrap: BootstrapOpt = None,
+    kafka_config: KafkaConfigOpt = None,
     namespace: NamespaceOpt = None,
     partitions: PartitionsOpt = None,
+    replication_factor: ReplicationOpt = None,
     frames_version: Annotated[str, typer.Option("--frames-version")] = "",
     idle_exit_s: Annotated[float | None, typer.Option("--idle-exit", help="stop after this many seconds without records")] = None,
     snapshot_every_s: Annotated[float, typer.Option("--snapshot-every", help="seconds between published snapshots")] = 2.0,
@@ -406,8 +429,8 @@ def project(
     from projections.frames.projector import Projector
     from projections.frames.sink import DuckSink
 
-    s = kafka_settings(bootstrap, namespace, partitions)
-    sink, proj = _projector(s, db, frames_version, snapshot_every_s)
+    s = kafka_settings(namespace, partitions, replication_factor=replication_factor)
+    sink, proj = _projector(s, kafka_connection(bootstrap, kafka_config), db, frames_version, snapshot_every_s)
     assert isinstance(sink, DuckSink) and isinstance(proj, Projector)
     should_stop = stop_on_signals()
     try:
@@ -423,8 +446,10 @@ def project(
 def replay(
     db: Annotated[Path, typer.Option("--db", help="the new DuckDB file (built aside, then swapped in atomically)")],
     bootstrap: BootstrapOpt = None,
+    kafka_config: KafkaConfigOpt = None,
     namespace: NamespaceOpt = None,
     partitions: PartitionsOpt = None,
+    replication_factor: ReplicationOpt = None,
     frames_version: Annotated[str, typer.Option("--frames-version")] = "",
     from_time: Annotated[str | None, typer.Option("--from-time", help="start at this time (ISO-8601 or epoch) instead of offset 0")] = None,
 ) -> None:
@@ -434,7 +459,8 @@ def replay(
     from projections.frames.projector import Projector, ProjectorReport
     from projections.frames.sink import DuckSink
 
-    s = kafka_settings(bootstrap, namespace, partitions)
+    s = kafka_settings(namespace, partitions, replication_factor=replication_factor)
+    conn = kafka_connection(bootstrap, kafka_config)
     ensure_not_held(db)
     tmp = db.with_name(db.name + ".replay-tmp")
     tmp.unlink(missing_ok=True)
@@ -449,7 +475,7 @@ def replay(
         except RejectedInput as e:
             err.print(f"[red]error:[/] --from-time: {e.detail}")
             raise typer.Exit(2) from e
-    sink, proj = _projector(s, tmp, frames_version, 0, from_ms)
+    sink, proj = _projector(s, conn, tmp, frames_version, 0, from_ms)
     assert isinstance(sink, DuckSink) and isinstance(proj, Projector)
     total = proj.lag()
     with Progress(TextColumn("replaying"), BarColumn(), TextColumn("{task.completed}/{task.total} records"),

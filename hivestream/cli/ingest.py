@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from hivestream.cli.kafka_opts import BootstrapOpt, NamespaceOpt, PartitionsOpt, kafka_settings
+from hivestream.cli.kafka_opts import BootstrapOpt, KafkaConfigOpt, NamespaceOpt, PartitionsOpt, ReplicationOpt, kafka_connection, kafka_settings
 
 hooks_app = typer.Typer(help="install or remove hivestream's hooks in Claude Code, Codex or OpenClaw", no_args_is_help=True)
 
@@ -28,20 +28,35 @@ def ingest(
     access_log: Annotated[bool, typer.Option("--access-log", help="log one line per request")] = False,
     reuse_port: Annotated[bool, typer.Option("--reuse-port", help="SO_REUSEPORT: several ingest processes share --port (each its own --spool-dir)")] = False,
     bootstrap: BootstrapOpt = None,
+    kafka_config: KafkaConfigOpt = None,
     namespace: NamespaceOpt = None,
     partitions: PartitionsOpt = None,
+    replication_factor: ReplicationOpt = None,
 ) -> None:
-    """HTTP server for live hook events: POST /v1/hooks/{runtime}, GET /healthz, GET /metrics."""
+    """HTTP server for live hook events: POST /v1/hooks/{runtime}, GET /healthz, GET /metrics.
+
+    A Kafka setting that cannot work (an unreadable properties file, an unknown mechanism) stops it
+    at start; a broker it cannot reach or authenticate to does not: it serves, spools and logs the
+    cause once, and forwards the spool when the broker takes it.
+    """
     import logging
 
     from hivestream.ingest.server import ConfigError, IngestConfig, run
     from streams.experiences.settings import KbSettings
     from streams.ingest.auth import TokenTable, parse_tokens
+    from streams.kafka.errors import KafkaSetupError, scrub_logging
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    scrub_logging()
     for noisy in ("kafka", "aiokafka"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
-    s = kafka_settings(bootstrap, namespace, partitions)
+    logging.getLogger("aiokafka.client").setLevel(logging.CRITICAL)  # "Unable connect to ...": the sink logs the cause once instead
+    s = kafka_settings(namespace, partitions, replication_factor=replication_factor)
+    try:
+        conn = kafka_connection(bootstrap, kafka_config, check=False)
+    except KafkaSetupError as e:
+        print(f"error: {e}", file=sys.stderr)
+        raise typer.Exit(2) from e
     entries = []
     if tokens_file is not None:
         try:
@@ -49,8 +64,9 @@ def ingest(
         except (OSError, ValueError) as e:
             print(f"error: {tokens_file}: {e}", file=sys.stderr)
             raise typer.Exit(2) from e
-    cfg = IngestConfig(host=host, port=port, tokens=TokenTable(entries), bootstrap=s.kafka_bootstrap_servers, namespace=s.topic_namespace,
-                       partitions=s.partitions, spool_dir=spool_dir, spool_max_bytes=spool_max_bytes, max_body_bytes=max_body_bytes,
+    cfg = IngestConfig(host=host, port=port, tokens=TokenTable(entries), connection=conn, namespace=s.topic_namespace,
+                       partitions=s.partitions, replication_factor=s.replication_factor, min_insync_replicas=s.min_insync_replicas,
+                       spool_dir=spool_dir, spool_max_bytes=spool_max_bytes, max_body_bytes=max_body_bytes,
                        read_timeout_s=read_timeout_s, produce_timeout_s=produce_timeout_s, privacy_mode=KbSettings().privacy_mode,
                        access_log=access_log, reuse_port=reuse_port)
 

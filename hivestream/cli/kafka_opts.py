@@ -1,34 +1,96 @@
-"""Command-line options shared by the Kafka commands (``hivestream`` and ``hivestream stubs``)."""
+"""Command-line options shared by the Kafka commands (``hivestream``, ``hivestream kb`` and ``hivestream stubs``).
+
+Every Kafka command takes ``--bootstrap`` and ``--kafka-config`` (tests/test_kafka_connection.py
+checks it) and builds its connection with :func:`kafka_connection`: options > environment >
+properties file (:func:`streams.kafka.connection.resolve_connection`), then a bounded preflight
+(:func:`streams.kafka.preflight.check_connection`) so a command that cannot connect says why in one
+line instead of retrying. Commands that create topics take ``--replication-factor`` too.
+"""
 
 from __future__ import annotations
 
 import signal
 from collections.abc import Callable
+from pathlib import Path
 from typing import Annotated
 
 import typer
 
+from streams.kafka.connection import KafkaConnection, resolve_connection
+from streams.kafka.errors import KafkaSetupError
+from streams.kafka.preflight import check_connection
+from streams.kafka.topic_check import describe_topics, state_mismatch
+from streams.kafka.topics import TopicSpec, ensure_topics
 from streams.settings import Settings
 
-BootstrapOpt = Annotated[str | None, typer.Option("--bootstrap", help="Kafka bootstrap servers (default: KAFKA_BOOTSTRAP_SERVERS or 127.0.0.1:19092)")]
+BootstrapOpt = Annotated[str | None, typer.Option("--bootstrap", help="Kafka bootstrap servers (default: KAFKA_BOOTSTRAP_SERVERS, "
+                                                  "bootstrap.servers of --kafka-config, or 127.0.0.1:19092)")]
+KafkaConfigOpt = Annotated[Path | None, typer.Option("--kafka-config", dir_okay=False,
+                                                     help="Kafka client properties file, Java or librdkafka keys (default: "
+                                                          "HIVESTREAM_KAFKA_CONFIG); HIVESTREAM_KAFKA_* variables override it")]
 NamespaceOpt = Annotated[str | None, typer.Option("--namespace", help="topic namespace (default: HIVESTREAM_TOPIC_NAMESPACE or hivestream)")]
 PartitionsOpt = Annotated[int | None, typer.Option("--partitions", help="partitions of the topics created (default: HIVESTREAM_PARTITIONS or 4)")]
+ReplicationOpt = Annotated[int | None, typer.Option("--replication-factor", min=1,
+                                                    help="replicas of the topics created (default: HIVESTREAM_REPLICATION_FACTOR, "
+                                                         "else the broker's default.replication.factor)")]
 
 
-def kafka_settings(bootstrap: str | None, namespace: str | None, partitions: int | None, **more: object) -> Settings:
+def kafka_settings(namespace: str | None, partitions: int | None, **more: object) -> Settings:
     """Settings from the environment with the given options on top (``None`` = not given).
 
     Raises:
         pydantic.ValidationError: on an invalid value.
     """
     overrides: dict[str, object] = {k: v for k, v in more.items() if v is not None}
-    if bootstrap:
-        overrides["kafka_bootstrap_servers"] = bootstrap
     if namespace:
         overrides["topic_namespace"] = namespace
     if partitions:
         overrides["partitions"] = partitions
     return Settings(**overrides)  # type: ignore[arg-type]
+
+
+def kafka_connection(bootstrap: str | None, kafka_config: Path | None, *, check: bool = True) -> KafkaConnection:
+    """The command's Kafka connection (options > environment > file); with ``check``, also connected
+    once within 10 s (:func:`streams.kafka.preflight.check_connection`).
+
+    Raises:
+        KafkaSetupError: a setting that cannot work, or the one-line cause of a failed connection.
+    """
+    conn = resolve_connection(bootstrap=bootstrap, config_file=kafka_config)
+    if check:
+        check_connection(conn)
+    return conn
+
+
+def create_topics(conn: KafkaConnection, s: Settings, specs: list[TopicSpec]) -> list[str]:
+    """:func:`streams.kafka.topics.ensure_topics` with the replication of ``s``; the names created.
+
+    Raises:
+        kafka.errors.KafkaError: as ``ensure_topics``.
+    """
+    return ensure_topics(conn, specs, replication_factor=s.replication_factor, min_insync_replicas=s.min_insync_replicas)
+
+
+def input_partitions(conn: KafkaConnection, topic: str, configured: int) -> int:
+    """The partition count of ``topic`` if it exists (an existing topic is never altered), else ``configured``.
+
+    Raises:
+        kafka.errors.KafkaError: when the topic cannot be described.
+    """
+    found = describe_topics(conn, [topic]).get(topic)
+    return found.partitions if found is not None else configured
+
+
+def refuse_state_mismatch(conn: KafkaConnection, source: str, partitions: int, copartitioned: list[str]) -> None:
+    """Raise when a topic the worker's state was built with has another partition count than ``source``'s ``partitions``.
+
+    Raises:
+        KafkaSetupError: naming both topics and their counts (:func:`streams.kafka.topic_check.state_mismatch`).
+    """
+    states = describe_topics(conn, copartitioned)
+    why = state_mismatch(source, partitions, [states[n] for n in copartitioned if n in states])
+    if why:
+        raise KafkaSetupError(f"the worker refuses to start: {why}")
 
 
 def stop_on_signals() -> Callable[[], bool]:

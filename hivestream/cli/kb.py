@@ -24,7 +24,17 @@ from rich.console import Console
 from rich.text import Text
 
 from hivestream.cli.console import print_named_query, table
-from hivestream.cli.kafka_opts import BootstrapOpt, NamespaceOpt, PartitionsOpt, kafka_settings, stop_on_signals
+from hivestream.cli.kafka_opts import (
+    BootstrapOpt,
+    KafkaConfigOpt,
+    NamespaceOpt,
+    PartitionsOpt,
+    ReplicationOpt,
+    create_topics,
+    kafka_connection,
+    kafka_settings,
+    stop_on_signals,
+)
 from projections.experiences.queries import KB_QUERIES
 from projections.reading import open_for_reading
 from streams.experiences.build import build_experience, safe_text
@@ -74,16 +84,17 @@ def _read(db: Path, sql: str, params: list[Any] | None = None) -> list[tuple[Any
         con.close()
 
 
-def _emit(ev: KbEvent, db: Path, kafka: bool, bootstrap: str | None, namespace: str | None) -> str:
+def _emit(ev: KbEvent, db: Path, kafka: bool, bootstrap: str | None, namespace: str | None, kafka_config: Path | None = None) -> str:
     """Append ``ev`` to the embedded log and apply it, or produce it to Kafka; returns where it went."""
     if kafka:
-        from streams.kafka.topics import Topics, ensure_topics
+        from streams.kafka.topics import Topics
         from streams.produce.producer import make_producer
 
-        s = kafka_settings(bootstrap, namespace, None)
+        s = kafka_settings(namespace, None)
+        conn = kafka_connection(bootstrap, kafka_config)
         t = Topics(s.topic_namespace)
-        ensure_topics(s.kafka_bootstrap_servers, t.specs(s.partitions))
-        p = make_producer(s.kafka_bootstrap_servers, client_id="hivestream-kb")
+        create_topics(conn, s, t.specs(s.partitions))
+        p = make_producer(conn, client_id="hivestream-kb")
         try:
             p.send(t.experience_events, key=kb_key(ev), value=ev.model_dump_json().encode()).get(timeout=30)
         finally:
@@ -151,26 +162,29 @@ def _print_status(db: Path) -> None:
 def project(
     db: DbOpt = Path("hivestream.duckdb"),
     bootstrap: BootstrapOpt = None,
+    kafka_config: KafkaConfigOpt = None,
     namespace: NamespaceOpt = None,
     partitions: PartitionsOpt = None,
+    replication_factor: ReplicationOpt = None,
     idle_exit_s: Annotated[float | None, typer.Option("--idle-exit", help="stop after this many seconds without records")] = None,
     until_caught_up: Annotated[bool, typer.Option("--until-caught-up", help="stop at the end offsets seen at start")] = False,
 ) -> None:
     """Kafka: project experience-events and kb-dead-letter into the KnowHub tables (one transaction per batch with the offsets)."""
     from projections.experiences.projector import KbProjector
     from projections.experiences.sink import KbSink
-    from streams.kafka.topics import Topics, ensure_topics
+    from streams.kafka.topics import Topics
 
-    s = kafka_settings(bootstrap, namespace, partitions)
+    s = kafka_settings(namespace, partitions, replication_factor=replication_factor)
+    conn = kafka_connection(bootstrap, kafka_config)
     t = Topics(s.topic_namespace)
-    ensure_topics(s.kafka_bootstrap_servers, t.specs(s.partitions))
+    create_topics(conn, s, t.specs(s.partitions))
     should_stop = stop_on_signals()
     try:
         sink = KbSink(db)
     except duckdb.IOException as e:
         _fail(f"cannot open {db}: {e}")
     try:
-        proj = KbProjector(sink, s.kafka_bootstrap_servers, t.experience_events, t.kb_dead_letter, KbSettings())
+        proj = KbProjector(sink, conn, t.experience_events, t.kb_dead_letter, KbSettings())
         try:
             rep = proj.run(until_caught_up=until_caught_up, idle_exit_s=idle_exit_s, should_stop=should_stop)
         finally:
@@ -192,6 +206,7 @@ def submit(
     db: DbOpt = Path("hivestream.duckdb"),
     kafka: KafkaOpt = False,
     bootstrap: BootstrapOpt = None,
+    kafka_config: KafkaConfigOpt = None,
     namespace: NamespaceOpt = None,
 ) -> None:
     """Submit an experience directly (redacted, checked for prompt injection, deduplicated like any other)."""
@@ -203,7 +218,7 @@ def submit(
                               submitted_by=submitted_by, source_tool="cli", runtime="cli")
     except RejectedInput as e:
         _fail(f"not submitted: {e.detail}")
-    where = _emit(ev, db, kafka, bootstrap, namespace)
+    where = _emit(ev, db, kafka, bootstrap, namespace, kafka_config)
     flag = f"; flagged by {', '.join(ev.injection_rules)} (quarantined)" if ev.injection_rules else ""
     red = f"; redacted {sum(ev.redactions.values())}" if ev.redactions else ""
     out.print(f"submitted {ev.event_id} → {where}{red}{flag}", soft_wrap=True)
@@ -243,7 +258,8 @@ def _resolve(db: Path, given: str) -> str:
     _fail(f"{given!r} names several experiences ({', '.join(found)}, ...): give more of the id")
 
 
-def _review(experience_id: str, decision: str, reason: str, reviewer: str, db: Path, kafka: bool, bootstrap: str | None, namespace: str | None) -> None:
+def _review(experience_id: str, decision: str, reason: str, reviewer: str, db: Path, kafka: bool, bootstrap: str | None, namespace: str | None,
+            kafka_config: Path | None) -> None:
     if not kafka or db.exists():
         experience_id = _resolve(db, experience_id)
     mode = KbSettings().privacy_mode
@@ -253,7 +269,7 @@ def _review(experience_id: str, decision: str, reason: str, reviewer: str, db: P
                                 decision=decision, reviewer=safe_text(reviewer, mode), reason=safe_text(reason, mode))  # type: ignore[arg-type]
     except ValidationError as e:
         _fail(f"invalid review: {e.errors()[0]['loc'][0]}: {e.errors()[0]['msg']}")
-    where = _emit(ev, db, kafka, bootstrap, namespace)
+    where = _emit(ev, db, kafka, bootstrap, namespace, kafka_config)
     out.print(f"{decision} {experience_id} → {where}")
 
 
@@ -272,10 +288,11 @@ def approve(
     db: DbOpt = Path("hivestream.duckdb"),
     kafka: KafkaOpt = False,
     bootstrap: BootstrapOpt = None,
+    kafka_config: KafkaConfigOpt = None,
     namespace: NamespaceOpt = None,
 ) -> None:
     """Approve an experience (produces an experience-reviewed event)."""
-    _review(experience_id, "approved", reason, reviewer or _me(), db, kafka, bootstrap, namespace)
+    _review(experience_id, "approved", reason, reviewer or _me(), db, kafka, bootstrap, namespace, kafka_config)
 
 
 @kb_app.command()
@@ -286,12 +303,13 @@ def reject(
     db: DbOpt = Path("hivestream.duckdb"),
     kafka: KafkaOpt = False,
     bootstrap: BootstrapOpt = None,
+    kafka_config: KafkaConfigOpt = None,
     namespace: NamespaceOpt = None,
 ) -> None:
     """Reject an experience with a reason (produces an experience-reviewed event)."""
     if not reason.strip():
         _fail("--reason must not be empty")
-    _review(experience_id, "rejected", reason, reviewer or _me(), db, kafka, bootstrap, namespace)
+    _review(experience_id, "rejected", reason, reviewer or _me(), db, kafka, bootstrap, namespace, kafka_config)
 
 
 def load_docs(db: Path) -> list[SearchDoc]:

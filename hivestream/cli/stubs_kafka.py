@@ -13,7 +13,20 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from hivestream.cli.kafka_opts import BootstrapOpt, NamespaceOpt, PartitionsOpt, kafka_settings, stop_on_signals
+from hivestream.cli.kafka_opts import (
+    BootstrapOpt,
+    KafkaConfigOpt,
+    NamespaceOpt,
+    PartitionsOpt,
+    ReplicationOpt,
+    create_topics,
+    input_partitions,
+    kafka_connection,
+    kafka_settings,
+    refuse_state_mismatch,
+    stop_on_signals,
+)
+from streams.kafka.connection import KafkaConnection
 from streams.settings import Settings
 from streams.stubs.settings import MatchPolicy, MatchSettings
 
@@ -25,19 +38,13 @@ TopNOpt = Annotated[int | None, typer.Option("--top-n", help="at most N stubs pe
 BudgetOpt = Annotated[int | None, typer.Option("--budget", help="at most this many archive tokens per message (default 4000)")]
 
 
-def _ensure(s: Settings) -> int:
-    """Create the stub topics when missing; the partition count of ``stub-events``."""
-    from kafka import KafkaConsumer
-
-    from streams.kafka.topics import Topics, ensure_topics
+def _ensure(s: Settings, conn: KafkaConnection) -> int:
+    """Create the stub topics when missing; the partition count of ``stub-events`` (an existing topic keeps its own)."""
+    from streams.kafka.topics import Topics
 
     t = Topics(s.topic_namespace)
-    ensure_topics(s.kafka_bootstrap_servers, t.stub_specs(s.partitions))
-    c = KafkaConsumer(bootstrap_servers=s.kafka_bootstrap_servers)
-    try:
-        return len(c.partitions_for_topic(t.stub_events) or ()) or s.partitions
-    finally:
-        c.close()
+    create_topics(conn, s, t.stub_specs(s.partitions))
+    return input_partitions(conn, t.stub_events, s.partitions)
 
 
 def _policy(threshold: float | None, top_n: int | None, budget: int | None) -> MatchPolicy:
@@ -45,33 +52,39 @@ def _policy(threshold: float | None, top_n: int | None, budget: int | None) -> M
     return MatchPolicy(defaults=MatchSettings(**given))  # type: ignore[arg-type]
 
 
-def topics(bootstrap: BootstrapOpt = None, namespace: NamespaceOpt = None, partitions: PartitionsOpt = None) -> None:
-    """Create the stub topics (idempotent)."""
-    s = kafka_settings(bootstrap, namespace, partitions)
-    n = _ensure(s)
+def topics(bootstrap: BootstrapOpt = None, kafka_config: KafkaConfigOpt = None, namespace: NamespaceOpt = None, partitions: PartitionsOpt = None,
+           replication_factor: ReplicationOpt = None) -> None:
+    """Create the stub topics (idempotent; existing topics are never altered)."""
+    s = kafka_settings(namespace, partitions, replication_factor=replication_factor)
+    n = _ensure(s, kafka_connection(bootstrap, kafka_config))
     out.print(f"stub topics of {s.topic_namespace}: {n} partitions")
 
 
 def produce(
     files: Annotated[list[Path], typer.Argument(help="stub event logs (JSONL), in order", exists=True, dir_okay=False)],
     bootstrap: BootstrapOpt = None,
+    kafka_config: KafkaConfigOpt = None,
     namespace: NamespaceOpt = None,
     partitions: PartitionsOpt = None,
+    replication_factor: ReplicationOpt = None,
 ) -> None:
     """Send stub logs to the stub-events topic (keyed by channel; global stub events to every partition)."""
     from streams.kafka.topics import Topics
     from streams.stubs.produce import produce_stub_logs
 
-    s = kafka_settings(bootstrap, namespace, partitions)
-    n = _ensure(s)
-    rep = produce_stub_logs(files, s.kafka_bootstrap_servers, Topics(s.topic_namespace).stub_events, n)
+    s = kafka_settings(namespace, partitions, replication_factor=replication_factor)
+    conn = kafka_connection(bootstrap, kafka_config)
+    n = _ensure(s, conn)
+    rep = produce_stub_logs(files, conn, Topics(s.topic_namespace).stub_events, n)
     out.print(f"produced {rep.lines} lines as {rep.records} records ({rep.broadcast} global stub events broadcast to {n} partitions)")
 
 
 def worker(
     bootstrap: BootstrapOpt = None,
+    kafka_config: KafkaConfigOpt = None,
     namespace: NamespaceOpt = None,
     partitions: PartitionsOpt = None,
+    replication_factor: ReplicationOpt = None,
     threshold: ThresholdOpt = None,
     top_n: TopNOpt = None,
     budget: BudgetOpt = None,
@@ -83,21 +96,23 @@ def worker(
     from streams.kafka.faust_app import run_app
     from streams.workers.stubs import create_stub_app
 
-    s = kafka_settings(bootstrap, namespace, partitions)
+    s = kafka_settings(namespace, partitions, replication_factor=replication_factor)
+    conn = kafka_connection(bootstrap, kafka_config)
     policy = _policy(threshold, top_n, budget)
-    n = _ensure(s)
-    h = create_stub_app(s, policy, partitions=n, store=store, data_dir=str(data_dir))
-    from streams.kafka.topics import ensure_topics
-
-    ensure_topics(s.kafka_bootstrap_servers, h.topic_specs())
+    n = _ensure(s, conn)
+    h = create_stub_app(s, policy, connection=conn, partitions=n, store=store, data_dir=str(data_dir))
+    refuse_state_mismatch(conn, h.topics.stub_events, n, h.copartitioned())
+    create_topics(conn, s, h.topic_specs())
     run_app(h.app, loglevel)
 
 
 def project(
     db: Annotated[Path, typer.Option("--db", help="DuckDB file to write")] = Path("hivestream.duckdb"),
     bootstrap: BootstrapOpt = None,
+    kafka_config: KafkaConfigOpt = None,
     namespace: NamespaceOpt = None,
     partitions: PartitionsOpt = None,
+    replication_factor: ReplicationOpt = None,
     threshold: ThresholdOpt = None,
     top_n: TopNOpt = None,
     budget: BudgetOpt = None,
@@ -112,9 +127,10 @@ def project(
     from projections.stubs.sink import StubMetaMismatch, StubSink
     from streams.kafka.topics import Topics
 
-    s = kafka_settings(bootstrap, namespace, partitions)
+    s = kafka_settings(namespace, partitions, replication_factor=replication_factor)
+    conn = kafka_connection(bootstrap, kafka_config)
     policy = _policy(threshold, top_n, budget)
-    _ensure(s)
+    _ensure(s, conn)
     t = Topics(s.topic_namespace)
     should_stop = stop_on_signals()
     sink = StubSink(db)
@@ -124,7 +140,7 @@ def project(
         except StubMetaMismatch as e:
             err.print(f"[red]error:[/] {e}")
             raise typer.Exit(2) from None
-        proj = StubProjector(sink, s.kafka_bootstrap_servers, t.stub_matches, t.stub_dead_letter)
+        proj = StubProjector(sink, conn, t.stub_matches, t.stub_dead_letter)
         try:
             rep = proj.run(until_caught_up=until_caught_up, idle_exit_s=idle_exit_s, should_stop=should_stop)
         finally:

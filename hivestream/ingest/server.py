@@ -38,6 +38,7 @@ from hivestream.ingest.sink import DurableSink, Record
 from hivestream.ingest.spool import Spool, SpoolFull
 from streams.ingest.auth import TokenTable, is_loopback
 from streams.ingest.payloads import ROUTE_RUNTIMES, body_dead_letter, process, split_body
+from streams.kafka.connection import DEFAULT_BOOTSTRAP, ConnectionLike
 from streams.kafka.topics import Topics
 from streams.model.clock import wall_clock_ms
 from streams.model.deadletter import DeadLetter, Reason, RejectedInput
@@ -55,9 +56,10 @@ class IngestConfig:
     Attributes:
         host, port: where to listen (default loopback 127.0.0.1:8787).
         tokens: the token table (empty: loopback only, every request is gateway ``local``).
-        bootstrap: Kafka bootstrap servers.
+        connection: the Kafka connection (a bare string: PLAINTEXT bootstrap servers).
         namespace: topic namespace.
         partitions: partition count of topics created at start.
+        replication_factor, min_insync_replicas: of the topics created at start (None: the broker's defaults).
         spool_dir: the durable spool directory.
         spool_max_bytes: bound of the spool (bytes).
         max_body_bytes: largest request body (bytes; larger: 413).
@@ -72,9 +74,11 @@ class IngestConfig:
     host: str = "127.0.0.1"
     port: int = 8787
     tokens: TokenTable = field(default_factory=lambda: TokenTable([]))
-    bootstrap: str = "127.0.0.1:19092"
+    connection: ConnectionLike = DEFAULT_BOOTSTRAP
     namespace: str = "hivestream"
     partitions: int = 4
+    replication_factor: int | None = None
+    min_insync_replicas: int | None = None
     spool_dir: Path = Path(".hivestream-ingest-spool")
     spool_max_bytes: int = 1 << 30
     max_body_bytes: int = 1 << 20
@@ -237,14 +241,15 @@ class IngestApp:
 
 
 def make_sink(cfg: IngestConfig, metrics: IngestMetrics) -> DurableSink:
-    """The server's sink: the spool in ``cfg.spool_dir`` and a producer to ``cfg.bootstrap``.
+    """The server's sink: the spool in ``cfg.spool_dir`` and a producer on ``cfg.connection``.
 
     Raises:
         OSError: when the spool directory cannot be opened.
     """
     spool = Spool(cfg.spool_dir, max_bytes=cfg.spool_max_bytes)
-    return DurableSink(cfg.bootstrap, spool, produce_timeout_s=cfg.produce_timeout_s,
-                       topic_specs=Topics(cfg.namespace).specs(cfg.partitions), on_produce_latency=metrics.latency.observe)
+    return DurableSink(cfg.connection, spool, produce_timeout_s=cfg.produce_timeout_s,
+                       topic_specs=Topics(cfg.namespace).specs(cfg.partitions), replication_factor=cfg.replication_factor,
+                       min_insync_replicas=cfg.min_insync_replicas, on_produce_latency=metrics.latency.observe)
 
 
 async def serve(cfg: IngestConfig, stop: asyncio.Event, on_ready: Callable[[int], None] | None = None) -> None:

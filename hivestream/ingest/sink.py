@@ -10,7 +10,9 @@ segment), or the broker is down, new records go straight to the spool so the for
 (:meth:`DurableSink.forward_forever`) sends them oldest first; once it has caught up, requests
 produce directly again (records still in the open segment follow within a round, so under
 continuous load the server returns to the direct path instead of staying on the spool). The producer is
-(re)started in the background whenever it is missing or failed.
+(re)started in the background whenever it is missing or failed; a start that fails logs its cause
+once (:mod:`streams.kafka.preflight` finds it: broker down, wrong password, TLS...), not at every
+retry, and the server keeps answering from the spool.
 """
 
 from __future__ import annotations
@@ -27,6 +29,10 @@ from typing import Any
 from hivestream.ingest.spool import Segment, Spool, SpoolFull
 from streams.ingest.partitioner import MemoPartitioner
 from streams.ingest.spool_format import decode_kafka_record, encode_kafka_record
+from streams.kafka.clients import aiokafka_producer
+from streams.kafka.connection import ConnectionLike, as_connection
+from streams.kafka.errors import explain
+from streams.kafka.preflight import probe
 from streams.kafka.topics import TopicSpec, ensure_topics
 
 log = logging.getLogger("hivestream.ingest")
@@ -88,24 +94,29 @@ class DurableSink:
 
     def __init__(
         self,
-        bootstrap: str,
+        conn: ConnectionLike,
         spool: Spool,
         *,
         produce_timeout_s: float = 5.0,
         topic_specs: list[TopicSpec] | None = None,
+        replication_factor: int | None = None,
+        min_insync_replicas: int | None = None,
         on_produce_latency: Callable[[float], None] | None = None,
         producer_factory: Callable[[], Any] | None = None,
     ) -> None:
         """Args:
-            bootstrap: Kafka bootstrap servers.
+            conn: the Kafka connection (a bare string: PLAINTEXT bootstrap servers).
             spool: the durable spool.
             produce_timeout_s: how long a request waits for the broker's acknowledgement before
                 its unacknowledged records are spooled (seconds).
             topic_specs: topics to create (idempotent) when the producer starts.
+            replication_factor, min_insync_replicas: of the topics it creates (None: the broker's defaults).
             on_produce_latency: called with each broker round trip's duration (seconds).
             producer_factory: builds the producer (tests); default aiokafka's.
         """
-        self.bootstrap = bootstrap
+        self.conn = as_connection(conn)
+        self.replication = {"replication_factor": replication_factor, "min_insync_replicas": min_insync_replicas}
+        self._logged_failure = ""
         self.spool = spool
         self.produce_timeout_s = produce_timeout_s
         self.topic_specs = topic_specs or []
@@ -120,10 +131,8 @@ class DurableSink:
         self._backlog = spool.records > 0  # spool first until the forwarder has caught up
 
     def _aiokafka_producer(self) -> Any:
-        from aiokafka import AIOKafkaProducer
-
-        return AIOKafkaProducer(
-            bootstrap_servers=self.bootstrap,
+        return aiokafka_producer(
+            self.conn,
             client_id="hivestream-ingest",
             enable_idempotence=True,
             acks="all",
@@ -143,8 +152,10 @@ class DurableSink:
         async with self._starting:
             if self._producer is not None:
                 return self._producer
+            if self._factory == self._aiokafka_producer:
+                await probe(self.conn, timeout_s=max(5.0, self.produce_timeout_s))  # fails fast with the cause (no client retry storm)
             if not self._topics_ready and self.topic_specs:
-                await _in_daemon_thread(ensure_topics, self.bootstrap, self.topic_specs, timeout_ms=10_000)
+                await _in_daemon_thread(ensure_topics, self.conn, self.topic_specs, timeout_ms=10_000, **self.replication)
                 self._topics_ready = True
             p = self._factory()
             try:
@@ -277,14 +288,27 @@ class DurableSink:
                 if self._producer is None:
                     await self._ensure_producer()
                     log.info("ingest: broker reachable")
+                    self._logged_failure = ""
                 await self.forward_once()
                 backoff = every_s
             except asyncio.CancelledError:
                 raise
             except Exception as e:
+                starting = self._producer is None
                 await self._drop_producer(repr(e))
+                if starting:
+                    await self._log_start_failure(e)
                 backoff = min(5.0, backoff * 2)
             await asyncio.sleep(backoff)
+
+    async def _log_start_failure(self, e: Exception) -> None:
+        """Log why the producer could not start, once per distinct cause (the probe in :meth:`_ensure_producer`
+        names it: :func:`streams.kafka.preflight.probe` sees what aiokafka's "Unable to bootstrap" hides)."""
+        why = explain(e, self.conn)  # a KafkaSetupError of the probe in _ensure_producer: its own line
+        self.stats.last_error = why
+        if why != self._logged_failure:
+            self._logged_failure = why
+            log.warning("ingest: Kafka not usable, spooling until it is: %s", why)
 
     async def close(self) -> None:
         """Flush and stop the producer; seal the spool."""

@@ -15,6 +15,7 @@ from streams.experiences.build import safe_text
 from streams.experiences.events import parse_kb_event
 from streams.experiences.fold import KbFold
 from streams.experiences.settings import KbSettings
+from streams.kafka.connection import ConnectionLike
 from streams.model.clock import Clock, wall_clock_ms
 from streams.model.deadletter import DeadLetter, Reason, RejectedInput
 
@@ -36,7 +37,7 @@ class KbProjector(SeekingProjector[KbProjectorReport]):
 
     Args:
         sink: the KnowHub tables' writer.
-        bootstrap: Kafka ``bootstrap.servers``.
+        conn: the Kafka connection (a bare string: PLAINTEXT bootstrap servers).
         events_topic, dead_letter_topic: the topics to project.
         settings: the experience dedup window (the worker's privacy mode applies to a record
             that does not parse: its detail is redacted).
@@ -47,14 +48,14 @@ class KbProjector(SeekingProjector[KbProjectorReport]):
         RuntimeError: when a topic does not exist within 30 s.
     """
 
-    def __init__(self, sink: KbSink, bootstrap: str, events_topic: str, dead_letter_topic: str, settings: KbSettings | None = None, *,
+    def __init__(self, sink: KbSink, conn: ConnectionLike, events_topic: str, dead_letter_topic: str, settings: KbSettings | None = None, *,
                  batch_max: int = 5000, clock: Clock = wall_clock_ms) -> None:
         self.sink = sink
         self.settings = settings or KbSettings()
         self.dead_letter_topic = dead_letter_topic
         self.clock = clock
         self.fold = KbFold(self.settings.window, sink.load_dedup_state(), sink.load_counters(), sink.load_seen_hooks())
-        super().__init__(bootstrap, [events_topic, dead_letter_topic], sink.position, KbProjectorReport(), client_id="hivestream-kb-projector",
+        super().__init__(conn, [events_topic, dead_letter_topic], sink.position, KbProjectorReport(), client_id="hivestream-kb-projector",
                          batch_max=batch_max)
 
     def poll_once(self, timeout_ms: int = 500) -> int:

@@ -18,6 +18,7 @@ from typing import Any
 from projections.frames.decode import decode_frame_records
 from projections.frames.sink import DuckSink, publish_snapshot, write_heartbeat
 from projections.reader.consumer import PartitionReader, TopicPartition
+from streams.kafka.connection import ConnectionLike
 from streams.memory_calls import MemoryToolCall
 from streams.model.clock import Clock, wall_clock_ms
 from streams.model.deadletter import DeadLetter, Reason, RejectedInput
@@ -60,7 +61,7 @@ class Projector:
 
     Args:
         sink: the DuckDB writer.
-        bootstrap: Kafka ``bootstrap.servers``.
+        conn: the Kafka connection (a bare string: PLAINTEXT bootstrap servers).
         frames_topic, dead_letter_topic: topics to project.
         batch_max: records per poll and per transaction.
         snapshot_every_s: seconds between snapshot publications (0: never).
@@ -75,7 +76,7 @@ class Projector:
     def __init__(
         self,
         sink: DuckSink,
-        bootstrap: str,
+        conn: ConnectionLike,
         frames_topic: str,
         dead_letter_topic: str,
         *,
@@ -93,7 +94,7 @@ class Projector:
         self.snapshot_every_s = snapshot_every_s
         self.clock = clock
         self.report = ProjectorReport()
-        self.consumer = PartitionReader(bootstrap, client_id="hivestream-projector")
+        self.consumer = PartitionReader(conn, client_id="hivestream-projector")
         self.tps: list[TopicPartition] = []
         for topic in (frames_topic, dead_letter_topic, *([memory_calls_topic] if memory_calls_topic else [])):
             self.tps.extend(TopicPartition(topic, p) for p in self.consumer.partitions(topic))

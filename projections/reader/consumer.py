@@ -19,8 +19,10 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from aiokafka import AIOKafkaConsumer
 from aiokafka.structs import TopicPartition
+
+from streams.kafka.clients import aiokafka_consumer
+from streams.kafka.connection import ConnectionLike
 
 __all__ = ["PartitionReader", "TopicPartition"]
 
@@ -29,7 +31,7 @@ class PartitionReader:
     """Reads assigned partitions from given offsets; no consumer group, no commits.
 
     Args:
-        bootstrap: Kafka ``bootstrap.servers``.
+        conn: the Kafka connection (a bare string: PLAINTEXT bootstrap servers).
         client_id: Kafka ``client.id``.
         max_partition_fetch_bytes: bytes fetched per partition per request (bounds memory with the
             batch size: the reader holds at most one fetch per partition).
@@ -38,19 +40,29 @@ class PartitionReader:
         aiokafka.errors.KafkaConnectionError: when the broker cannot be reached.
     """
 
-    def __init__(self, bootstrap: str, *, client_id: str, max_partition_fetch_bytes: int = 4 * 1024 * 1024) -> None:
+    def __init__(self, conn: ConnectionLike, *, client_id: str, max_partition_fetch_bytes: int = 4 * 1024 * 1024) -> None:
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name=f"{client_id}-fetch", daemon=True)
         self._thread.start()
 
-        async def start() -> AIOKafkaConsumer:  # aiokafka binds its consumer to the loop running when it is made
-            c = AIOKafkaConsumer(bootstrap_servers=bootstrap, client_id=client_id, group_id=None, enable_auto_commit=False,
-                                 auto_offset_reset="earliest", max_partition_fetch_bytes=max_partition_fetch_bytes,
-                                 fetch_max_bytes=4 * max_partition_fetch_bytes)
-            await c.start()
+        async def start() -> Any:  # aiokafka binds its consumer to the loop running when it is made
+            c = aiokafka_consumer(conn, client_id=client_id, group_id=None, enable_auto_commit=False,
+                                  auto_offset_reset="earliest", max_partition_fetch_bytes=max_partition_fetch_bytes,
+                                  fetch_max_bytes=4 * max_partition_fetch_bytes)
+            try:
+                await c.start()
+            except BaseException:
+                await c.stop()
+                raise
             return c
 
-        self._consumer: AIOKafkaConsumer = self._run(start())
+        try:
+            self._consumer: Any = self._run(start())
+        except BaseException:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join()
+            self._loop.close()
+            raise
 
     def _run(self, coro: Any) -> Any:
         """Run ``coro`` on the reader's loop and wait for its result (its exception is raised here)."""

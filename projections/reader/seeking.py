@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Generic, TypeVar
 
 from projections.reader.consumer import PartitionReader, TopicPartition
+from streams.kafka.connection import ConnectionLike
 
 R = TypeVar("R")
 
@@ -21,7 +22,7 @@ class SeekingProjector(Generic[R]):
     """Base of a projector that folds every partition of ``topics`` into a DuckDB file.
 
     Args:
-        bootstrap: Kafka ``bootstrap.servers``.
+        conn: the Kafka connection (a bare string: PLAINTEXT bootstrap servers).
         topics: the topics to consume (every partition of each).
         position: ``(topic, partition) → next offset`` as stored in the projection.
         report: the subclass's counters, returned by :meth:`run`.
@@ -32,12 +33,12 @@ class SeekingProjector(Generic[R]):
         RuntimeError: when a topic does not exist within 30 s.
     """
 
-    def __init__(self, bootstrap: str, topics: list[str], position: Callable[[str, int], int], report: R, *, client_id: str,
+    def __init__(self, conn: ConnectionLike, topics: list[str], position: Callable[[str, int], int], report: R, *, client_id: str,
                  batch_max: int) -> None:
         self.position = position
         self.report = report
         self.batch_max = batch_max
-        self.consumer = PartitionReader(bootstrap, client_id=client_id)
+        self.consumer = PartitionReader(conn, client_id=client_id)
         self.tps: list[TopicPartition] = []
         for topic in topics:
             self.tps.extend(TopicPartition(topic, p) for p in self.consumer.partitions(topic))

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from projections.reader.seeking import SeekingProjector
 from projections.stubs.sink import StubSink
+from streams.kafka.connection import ConnectionLike
 from streams.model.clock import Clock, wall_clock_ms
 from streams.model.deadletter import DeadLetter, Reason, RejectedInput
 from streams.stubs.outcome import parse_output_record
@@ -35,7 +36,7 @@ class StubProjector(SeekingProjector[StubProjectorReport]):
 
     Args:
         sink: the stub tables' writer.
-        bootstrap: Kafka ``bootstrap.servers``.
+        conn: the Kafka connection (a bare string: PLAINTEXT bootstrap servers).
         matches_topic, dead_letter_topic: the topics to project.
         batch_max: records per poll and per transaction (kafka-python ``max_poll_records``).
         clock: epoch-ms clock.
@@ -44,7 +45,7 @@ class StubProjector(SeekingProjector[StubProjectorReport]):
         RuntimeError: when a topic does not exist within 30 s.
     """
 
-    def __init__(self, sink: StubSink, bootstrap: str, matches_topic: str, dead_letter_topic: str, *, batch_max: int = 2000,
+    def __init__(self, sink: StubSink, conn: ConnectionLike, matches_topic: str, dead_letter_topic: str, *, batch_max: int = 2000,
                  clock: Clock = wall_clock_ms) -> None:
         from streams.stubs.settings import MatchPolicy
 
@@ -54,7 +55,7 @@ class StubProjector(SeekingProjector[StubProjectorReport]):
         runner = sink.load_runner(MatchPolicy())
         seen = set(sink.con.execute("SELECT channel, message_id FROM stub_messages").fetchall())
         self.fold = OutputFold(runner, sink.applied_event_ids(), sink.match_keys(), seen)
-        super().__init__(bootstrap, [matches_topic, dead_letter_topic], sink.position, StubProjectorReport(),
+        super().__init__(conn, [matches_topic, dead_letter_topic], sink.position, StubProjectorReport(),
                          client_id="hivestream-stub-projector", batch_max=batch_max)
 
     def poll_once(self, timeout_ms: int = 500) -> int:

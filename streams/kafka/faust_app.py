@@ -28,7 +28,10 @@ import faust
 from faust.transport.drivers.aiokafka import Consumer as AIOKafkaConsumer
 from mode.utils.queues import FlowControlEvent
 
+from streams.kafka.clients import faust_app
+from streams.kafka.connection import ConnectionLike
 from streams.kafka.delivery import DeliveryLedger
+from streams.kafka.errors import scrub_logging
 from streams.kafka.topics import TopicSpec
 from streams.kafka.workdir import claim_worker_dir
 from streams.settings import Settings
@@ -300,7 +303,7 @@ class BatchedOutput:
                 await self._producer().send_batch(batch, topic, partition=partition)
 
 
-def make_faust_app(app_id: str, settings: Settings, *, store: str, partitions: int, data_dir: str | None) -> faust.App:
+def make_faust_app(app_id: str, settings: Settings, *, connection: ConnectionLike, store: str, partitions: int, data_dir: str | None) -> faust.App:
     """A faust app configured as every hivestream worker is.
 
     At-least-once (faust's ``exactly_once`` has open bugs), raw bytes, ``acks=all``, commits every
@@ -309,17 +312,25 @@ def make_faust_app(app_id: str, settings: Settings, *, store: str, partitions: i
     10 s, not 60 s), no web server, a producer that lingers 10 ms into 1 MiB batches, the
     #596 delivery fix (:class:`RewindingFlowControl`) and the :class:`FlushBeforeCommitConsumer`. ``data_dir`` is the base of the workers' slot
     directories (:func:`streams.kafka.workdir.claim_worker_dir`).
+
+    The brokers and credentials come from ``connection`` (:func:`streams.kafka.connection.faust_app`:
+    ``broker`` URL list and ``broker_credentials``). faust creates no topic (``topic_allow_declare``
+    off): the workers create every topic they use beforehand, changelogs and the assignor's leader
+    topic included (:func:`internal_specs`), with hivestream's replication; faust's own
+    ``topic_replication_factor`` (default 1, an unsigned int, so it cannot say "the broker's default")
+    is set to ``settings.replication_factor`` when given and is never used to create anything.
     """
     kwargs: dict[str, Any] = {}
     if data_dir:
         kwargs["datadir"] = str(claim_worker_dir(Path(data_dir), app_id))
-    app = faust.App(
+    app: faust.App = faust_app(
+        connection,
         app_id,
-        broker=f"kafka://{settings.kafka_bootstrap_servers}",
         store=store,
         processing_guarantee="at_least_once",
         topic_partitions=partitions,
-        topic_replication_factor=1,
+        topic_replication_factor=settings.replication_factor or 1,
+        topic_allow_declare=False,
         web_enabled=False,
         key_serializer="raw",
         value_serializer="raw",
@@ -341,6 +352,9 @@ def make_faust_app(app_id: str, settings: Settings, *, store: str, partitions: i
     return app
 
 
+CHANGELOG_CONFIG = {"cleanup.policy": "compact", "segment.ms": "3600000"}
+
+
 def changelog_specs(*tables: Any) -> list[TopicSpec]:
     """Specs of the changelog topics of faust ``tables`` (compacted, one partition per table partition).
 
@@ -348,7 +362,17 @@ def changelog_specs(*tables: Any) -> list[TopicSpec]:
     moments after its consumer fetched the cluster metadata can stay unknown to that consumer
     (0 partitions), and the table's agent then crashes in a loop with ``PartitionsMismatch``.
     """
-    return [TopicSpec(t.changelog_topic_name, t.partitions, {"cleanup.policy": "compact", "segment.ms": "3600000"}) for t in tables if t is not None]
+    return [TopicSpec(t.changelog_topic_name, t.partitions, dict(CHANGELOG_CONFIG)) for t in tables if t is not None]
+
+
+def leader_topic_name(app_id: str) -> str:
+    """The topic faust's leader assignor uses (``faust.assignor.leader_assignor``: ``<id>-__assignor-__leader``)."""
+    return f"{app_id}-__assignor-__leader"
+
+
+def internal_specs(app: faust.App, *tables: Any) -> list[TopicSpec]:
+    """Every topic faust itself would create for ``app``: the changelogs of ``tables`` and the leader topic (1 partition)."""
+    return [*changelog_specs(*tables), TopicSpec(leader_topic_name(app.conf.id), 1)]
 
 
 def plain_logs_unless_tty(stream: IO[str], environ: MutableMapping[str, str]) -> bool:
@@ -376,5 +400,6 @@ def run_app(app: faust.App, loglevel: str = "warning") -> None:
             # call of faust builds a LogRecord per event; set the level on the logger itself.
             super().on_setup_root_logger(logger, level)
             logger.setLevel(level)
+            scrub_logging(logger)  # no remembered secret in any log line (streams.kafka.errors.ScrubSecrets)
 
     _Worker(app, loglevel=loglevel, quiet=True).execute_from_commandline()

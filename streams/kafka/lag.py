@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from streams.kafka.clients import kafka_admin, kafka_consumer
+from streams.kafka.connection import ConnectionLike
+
 
 @dataclass(frozen=True)
 class PartitionLag:
@@ -25,17 +28,22 @@ def worker_group(namespace: str, frames_version: str = "") -> str:
     return f"{namespace}-dedup" + (f"-{frames_version}" if frames_version else "")
 
 
-def consumer_lag(bootstrap: str, group: str, topics: list[str]) -> list[PartitionLag]:
+def consumer_lag(conn: ConnectionLike, group: str, topics: list[str], *, timeout_ms: int = 30_000) -> list[PartitionLag]:
     """Per partition of ``topics``, the committed offset of ``group`` and the end offset (kafka-python admin
     ``list_group_offsets`` and consumer ``end_offsets``), sorted by topic and partition.
 
     Raises:
-        kafka.errors.KafkaError: when the broker cannot be reached or the group coordinator is not ready.
+        kafka.errors.KafkaError: when the broker cannot be reached (within ``timeout_ms``) or the group
+            coordinator is not ready.
     """
-    from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
+    from kafka import TopicPartition
 
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
-    c = KafkaConsumer(bootstrap_servers=bootstrap)
+    admin = kafka_admin(conn, client_id="hivestream-lag", bootstrap_timeout_ms=timeout_ms, request_timeout_ms=timeout_ms)
+    try:
+        c = kafka_consumer(conn, client_id="hivestream-lag", bootstrap_timeout_ms=timeout_ms)
+    except BaseException:
+        admin.close()
+        raise
     try:
         committed = admin.list_group_offsets(group).get(group, {})
         tps = sorted(TopicPartition(t, p) for t in topics for p in (c.partitions_for_topic(t) or set()))

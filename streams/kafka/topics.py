@@ -37,6 +37,9 @@ from dataclasses import dataclass, field
 
 from kafka.partitioner.default import murmur2
 
+from streams.kafka.clients import kafka_admin
+from streams.kafka.connection import ConnectionLike
+
 UNLIMITED = {"retention.ms": "-1", "retention.bytes": "-1"}
 
 
@@ -148,27 +151,61 @@ def partition_for(key: bytes, partitions: int) -> int:
     return int(murmur2(key) & 0x7FFFFFFF) % partitions
 
 
-def ensure_topics(bootstrap: str, specs: list[TopicSpec], *, timeout_ms: int = 30_000) -> list[str]:
+def creation_request(spec: TopicSpec, replication_factor: int | None = None, min_insync_replicas: int | None = None) -> tuple[str, int, int, dict[str, str]]:
+    """(name, partitions, replication factor, configs) of the CreateTopics request for ``spec``.
+
+    ``replication_factor`` None asks for the broker's ``default.replication.factor`` (-1, KIP-464,
+    CreateTopics v4+; the default Kafka Streams uses since KIP-733); ``min_insync_replicas`` is added
+    to the topic's configs when given (None: the broker's ``min.insync.replicas``).
+    """
+    config = dict(spec.config)
+    if min_insync_replicas is not None:
+        config["min.insync.replicas"] = str(min_insync_replicas)
+    return spec.name, spec.partitions, replication_factor or -1, config
+
+
+def ensure_topics(
+    conn: ConnectionLike,
+    specs: list[TopicSpec],
+    *,
+    replication_factor: int | None = None,
+    min_insync_replicas: int | None = None,
+    timeout_ms: int = 30_000,
+) -> list[str]:
     """Create the topics that do not exist yet (idempotent), with kafka-python's admin client.
 
+    Existing topics are never altered (partitions, replicas and configs stay as they are; ``hivestream
+    topics --check`` names how they differ). Every topic hivestream or its faust workers use is created
+    here, with :func:`creation_request`'s replication (faust creates none: ``topic_allow_declare`` is off).
+
+    Args:
+        conn: the connection (a bare string: PLAINTEXT bootstrap servers).
+        specs: the topics.
+        replication_factor: replicas of each new topic (None: the broker's default).
+        min_insync_replicas: ``min.insync.replicas`` of each new topic (None: the broker's default).
+        timeout_ms: bound of the bootstrap and of each request.
+
     Returns:
-        The names created now (existing topics are left as they are).
+        The names created now.
 
     Raises:
-        kafka.errors.KafkaError: when the broker cannot be reached or refuses a topic.
+        kafka.errors.KafkaError: when the broker cannot be reached, refuses a topic
+            (``InvalidReplicationFactorError`` with fewer brokers than replicas) or the user is not authorised.
     """
-    from kafka.admin import KafkaAdminClient, NewTopic
+    from kafka.admin import NewTopic
     from kafka.errors import TopicAlreadyExistsError
 
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="hivestream-admin", request_timeout_ms=timeout_ms)
+    admin = kafka_admin(conn, client_id="hivestream-admin", request_timeout_ms=timeout_ms, bootstrap_timeout_ms=timeout_ms)
     try:
         existing = set(admin.list_topics())
-        new = [NewTopic(s.name, s.partitions, 1, topic_configs=s.config) for s in specs if s.name not in existing]
         created: list[str] = []
-        for t in new:
+        for s in specs:
+            if s.name in existing:
+                continue
+            name, partitions, replicas, config = creation_request(s, replication_factor, min_insync_replicas)
             try:
-                admin.create_topics([t], timeout_ms=timeout_ms)
-                created.append(t.name)
+                admin.create_topics([NewTopic(name, partitions, replicas, topic_configs=config)], timeout_ms=timeout_ms)
+                created.append(name)
             except TopicAlreadyExistsError:
                 pass
         return created

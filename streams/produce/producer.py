@@ -26,6 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from streams.importers.files import import_file, read_lines
+from streams.kafka.clients import aiokafka_producer, kafka_producer
+from streams.kafka.connection import ConnectionLike
 from streams.kafka.topics import Topics, partition_for
 from streams.model.deadletter import DeadLetter
 from streams.produce.encode import PlacedRecord, Record, encode_items
@@ -45,18 +47,15 @@ class ProduceReport:
     formats: dict[str, str] = field(default_factory=dict)
 
 
-def make_producer(bootstrap: str, **overrides: Any) -> Any:
-    """An idempotent kafka-python producer (``enable_idempotence``, ``acks=all``), batching
+def make_producer(conn: ConnectionLike, **overrides: Any) -> Any:
+    """An idempotent kafka-python producer on ``conn`` (``enable_idempotence``, ``acks=all``), batching
     with ``linger_ms=20`` and 256 KiB batches; ``max_request_size`` 2 MiB. For low-volume
     commands (kb reviews, stub imports); bulk imports use :func:`produce_files`.
 
     Raises:
-        kafka.errors.NoBrokersAvailable: when the broker cannot be reached.
+        kafka.errors.KafkaTimeoutError: when no broker answers within the bootstrap timeout.
     """
-    from kafka import KafkaProducer
-
     conf: dict[str, Any] = {
-        "bootstrap_servers": bootstrap,
         "client_id": "hivestream-produce",
         "enable_idempotence": True,
         "acks": "all",
@@ -65,7 +64,7 @@ def make_producer(bootstrap: str, **overrides: Any) -> Any:
         "max_request_size": 2_097_152,
     }
     conf.update(overrides)
-    return KafkaProducer(**conf)
+    return kafka_producer(conn, **conf)
 
 
 def hook_records(
@@ -184,7 +183,7 @@ def blocks_of(records: Iterable[Record | PlacedRecord]) -> Iterator[Block]:
 
 async def send_records(
     records: Iterable[Record | PlacedRecord],
-    bootstrap: str,
+    conn: ConnectionLike,
     *,
     on_sent: Callable[[int], None] | None = None,
     linger_ms: int = 10,
@@ -198,7 +197,7 @@ async def send_records(
 
     Args:
         records: (topic, key, value) triples or (topic, key, value, partition); the topics must exist.
-        bootstrap: Kafka ``bootstrap.servers``.
+        conn: the Kafka connection (a bare string: PLAINTEXT bootstrap servers).
         on_sent: called with the count handed to the producer so far (about every 10,000 records).
         linger_ms: the producer's ``linger.ms``.
         batch_bytes: the producer's batch size (``max_batch_size``), bytes.
@@ -211,12 +210,12 @@ async def send_records(
         cannot be reached or refuses a record; ValueError for a record larger than a batch or a
         placed record whose partition the topic does not have.
     """
-    return await send_blocks(blocks_of(records), bootstrap, on_sent=on_sent, linger_ms=linger_ms, batch_bytes=batch_bytes)
+    return await send_blocks(blocks_of(records), conn, on_sent=on_sent, linger_ms=linger_ms, batch_bytes=batch_bytes)
 
 
 async def send_blocks(
     blocks: Iterable[Block],
-    bootstrap: str,
+    conn: ConnectionLike,
     *,
     on_sent: Callable[[int], None] | None = None,
     linger_ms: int = 10,
@@ -227,7 +226,7 @@ async def send_blocks(
 
     Args:
         blocks: :data:`Block` runs; the topics must exist.
-        bootstrap, on_sent, linger_ms, batch_bytes: as :func:`send_records`.
+        conn, on_sent, linger_ms, batch_bytes: as :func:`send_records`.
 
     Returns:
         The number of records sent.
@@ -235,10 +234,8 @@ async def send_blocks(
     Raises:
         as :func:`send_records`.
     """
-    from aiokafka import AIOKafkaProducer
-
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, client_id="hivestream-produce", enable_idempotence=True, acks="all",
-                                linger_ms=linger_ms, max_batch_size=batch_bytes, max_request_size=2_097_152)
+    producer = aiokafka_producer(conn, client_id="hivestream-produce", enable_idempotence=True, acks="all",
+                                 linger_ms=linger_ms, max_batch_size=batch_bytes, max_request_size=2_097_152)
     await producer.start()
     try:
         n_parts: dict[str, int] = {}
@@ -296,7 +293,7 @@ async def send_blocks(
 
 def produce_files(
     paths: Iterable[Path],
-    bootstrap: str,
+    conn: ConnectionLike,
     topics: Topics,
     *,
     gateway: bool = False,
@@ -309,7 +306,7 @@ def produce_files(
 
     Args:
         paths: session files or hook-event JSONL.
-        bootstrap: Kafka ``bootstrap.servers``.
+        conn: the Kafka connection (a bare string: PLAINTEXT bootstrap servers).
         topics: the namespace's topics (they must exist).
         gateway: also emit the OpenClaw gateway's double capture.
         now_ms: clock stamping dead letters.
@@ -325,10 +322,10 @@ def produce_files(
     report = ProduceReport()
     if jobs == 0:
         records = hook_records(paths, topics, report, gateway=gateway, now_ms=now_ms, privacy_mode=privacy_mode)
-        asyncio.run(send_records(records, bootstrap, on_sent=on_event))
+        asyncio.run(send_records(records, conn, on_sent=on_event))
         return report
 
     with ImportPool(jobs) as pool:
         blocks = hook_blocks(paths, topics, report, gateway=gateway, now_ms=now_ms, privacy_mode=privacy_mode, pool=pool)
-        asyncio.run(send_blocks(blocks, bootstrap, on_sent=on_event))
+        asyncio.run(send_blocks(blocks, conn, on_sent=on_event))
     return report

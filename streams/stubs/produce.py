@@ -14,6 +14,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from streams.kafka.connection import ConnectionLike
 from streams.produce.encode import PlacedRecord
 from streams.produce.producer import send_records
 from streams.stubs.routing import route_stub_line
@@ -50,7 +51,7 @@ def stub_records(paths: Iterable[Path], topic: str, partitions: int, report: Stu
                     yield topic, route.key, raw, p
 
 
-def produce_stub_logs(paths: Iterable[Path], bootstrap: str, topic: str, partitions: int) -> StubProduceReport:
+def produce_stub_logs(paths: Iterable[Path], conn: ConnectionLike, topic: str, partitions: int) -> StubProduceReport:
     """Send every line of ``paths`` to ``topic`` (``partitions`` partitions) with aiokafka's idempotent
     producer in per-partition batches (:func:`streams.produce.producer.send_records`); returns when every
     record is acknowledged.
@@ -59,5 +60,5 @@ def produce_stub_logs(paths: Iterable[Path], bootstrap: str, topic: str, partiti
         OSError: when a file cannot be read; aiokafka's errors on a send failure.
     """
     report = StubProduceReport()
-    asyncio.run(send_records(stub_records(paths, topic, partitions, report), bootstrap))
+    asyncio.run(send_records(stub_records(paths, topic, partitions, report), conn))
     return report

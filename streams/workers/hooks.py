@@ -41,7 +41,8 @@ from streams.frames.capture import Capture
 from streams.frames.codec import frame_event_to_json
 from streams.frames.dedup import DedupCore, group_of_key
 from streams.frames.steps import memory_call_of, route_hook_record
-from streams.kafka.faust_app import BatchedOutput, changelog_specs, is_stale, make_faust_app, on_before_commit, run_app
+from streams.kafka.connection import ConnectionLike
+from streams.kafka.faust_app import BatchedOutput, internal_specs, is_stale, make_faust_app, on_before_commit, run_app
 from streams.kafka.lag import worker_group
 from streams.kafka.topics import Topics, TopicSpec, partition_for
 from streams.memory_calls import configured_rules
@@ -66,14 +67,23 @@ class HivestreamApp:
     extract: Any = None
     extractions: Any = None
 
+    def copartitioned(self) -> list[str]:
+        """The topics that must have as many partitions as ``hook-events``: the tables' changelogs and ``kb-extract``."""
+        names = [self.table.changelog_topic_name]
+        if self.extractions is not None:
+            names += [self.topics.kb_extract, self.extractions.changelog_topic_name]
+        return names
+
     def topic_specs(self) -> list[TopicSpec]:
-        """Every topic the app reads or writes, its tables' changelogs included (create them before starting)."""
-        return self.topics.specs(self.partitions) + changelog_specs(self.table, self.extractions)
+        """Every topic the app reads or writes, its tables' changelogs and faust's leader topic included
+        (create them before starting: faust creates none, :func:`streams.kafka.faust_app.make_faust_app`)."""
+        return self.topics.specs(self.partitions) + internal_specs(self.app, self.table, self.extractions)
 
 
 def create_app(
     settings: Settings,
     *,
+    connection: ConnectionLike,
     store: str = "rocksdb://",
     partitions: int | None = None,
     frames_version: str = "",
@@ -84,7 +94,8 @@ def create_app(
     """Build the faust frames worker for ``settings``.
 
     Args:
-        settings: bootstrap servers, namespace, key strategy, window, lateness, body limit.
+        settings: namespace, key strategy, window, lateness, body limit, replication.
+        connection: the Kafka connection (:mod:`streams.kafka.connection`).
         store: ``rocksdb://`` (production: rocksdict, local state plus changelog) or
             ``memory://`` (state rebuilt from the changelog on start).
         partitions: partitions of ``hook-events`` (and so of the table and the output topics;
@@ -103,7 +114,7 @@ def create_app(
     n = partitions or settings.partitions
     topics = Topics(settings.topic_namespace, frames_version)
     app_id = worker_group(settings.topic_namespace, frames_version)
-    app = make_faust_app(app_id, settings, store=store, partitions=n, data_dir=data_dir)
+    app = make_faust_app(app_id, settings, connection=connection, store=store, partitions=n, data_dir=data_dir)
     hook_events = app.topic(topics.hook_events, partitions=n, internal=False)
     kb_extract = app.topic(topics.kb_extract, partitions=n, internal=False)
     kbs = kb_settings or KbSettings()

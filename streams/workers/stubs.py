@@ -16,7 +16,8 @@ from typing import Any
 
 import faust
 
-from streams.kafka.faust_app import changelog_specs, is_stale, make_faust_app
+from streams.kafka.connection import ConnectionLike
+from streams.kafka.faust_app import internal_specs, is_stale, make_faust_app
 from streams.kafka.topics import Topics, TopicSpec
 from streams.model.clock import wall_clock_ms
 from streams.model.deadletter import DeadLetter
@@ -36,16 +37,21 @@ class StubWorkerApp:
     matcher: Any
     table: Any
 
+    def copartitioned(self) -> list[str]:
+        """The topics that must have as many partitions as ``stub-events``: the ``stub-state`` changelog and ``stub-matches``."""
+        return [self.table.changelog_topic_name, self.topics.stub_matches]
+
     def topic_specs(self) -> list[TopicSpec]:
-        """Every topic the app reads or writes, the ``stub-state`` changelog included (create them before starting)."""
-        return self.topics.stub_specs(self.partitions) + changelog_specs(self.table)
+        """Every topic the app reads or writes, the ``stub-state`` changelog and faust's leader topic included (create them before starting)."""
+        return self.topics.stub_specs(self.partitions) + internal_specs(self.app, self.table)
 
 
-def create_stub_app(settings: Settings, policy: MatchPolicy, *, partitions: int, store: str = "rocksdb://",
+def create_stub_app(settings: Settings, policy: MatchPolicy, *, connection: ConnectionLike, partitions: int, store: str = "rocksdb://",
                     data_dir: str | None = None) -> StubWorkerApp:
-    """Build the stub worker for ``settings`` (bootstrap, namespace) and ``policy`` (threshold, top N, budget).
+    """Build the stub worker for ``settings`` (namespace, replication) and ``policy`` (threshold, top N, budget).
 
     Args:
+        connection: the Kafka connection (:mod:`streams.kafka.connection`).
         partitions: the partition count of ``stub-events`` (``stub-matches`` and the table use
             the same count).
         store: ``rocksdb://`` (production) or ``memory://`` (tests).
@@ -53,7 +59,7 @@ def create_stub_app(settings: Settings, policy: MatchPolicy, *, partitions: int,
     """
     topics = Topics(settings.topic_namespace)
     app_id = f"{settings.topic_namespace}-stubs"
-    app = make_faust_app(app_id, settings, store=store, partitions=partitions, data_dir=data_dir)
+    app = make_faust_app(app_id, settings, connection=connection, store=store, partitions=partitions, data_dir=data_dir)
     events = app.topic(topics.stub_events, internal=False)
     matches = app.topic(topics.stub_matches, partitions=partitions, internal=False)
     dead = app.topic(topics.stub_dead_letter, internal=False)
