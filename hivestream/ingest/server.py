@@ -156,7 +156,7 @@ class IngestApp:
         except SinkFull as e:
             return None, self._reject(503, e.reason, str(e), retry)
         except OSError as e:
-            log.error("%s: write failed: %s", self.sink.error_reason, e)
+            log.error("write failed (answered 503 %s): %s", self.sink.error_reason, e)
             return None, self._reject(503, self.sink.error_reason, "the records could not be made durable", retry)
 
     async def hooks(self, request: web.Request) -> web.Response:

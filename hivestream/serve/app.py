@@ -118,7 +118,8 @@ async def serve_async(cfg: ServeConfig, stop: asyncio.Event, on_ready: Callable[
         thread = threading.Thread(target=follower.run, name="hivestream-serve-dedup", daemon=True)
         thread.start()
         try:
-            sink = LogSink(hook_log, Topics(cfg.http.namespace), progress, db=str(cfg.db), retry_after_s=cfg.http.retry_after_s, clock=clock)
+            sink = LogSink(hook_log, Topics(cfg.http.namespace), progress, db=str(cfg.db), retry_after_s=cfg.http.retry_after_s,
+                           headroom_bytes=2 * cfg.http.max_body_bytes, clock=clock)
             await server.serve(cfg.http, stop, on_ready, sink=sink, name="serve")
         finally:
             follower.stop.set()

@@ -38,17 +38,20 @@ class LogSink:
         progress: the dedup loop's progress (for ``/healthz`` and ``/metrics``).
         db: the DuckDB file the loop writes (named in ``/healthz``).
         retry_after_s: ``/healthz`` stays not ready this long after a failed write (seconds).
+        headroom_bytes: ``/healthz`` says ``log_full`` once less than this is left under the bound
+            (at most a tenth of the bound; e.g. twice the largest request body).
         clock: the append time of records (epoch ms).
     """
 
     error_reason = "log_error"
 
     def __init__(self, hook_log: HookLog, topics: Topics, progress: Progress, *, db: str = "", retry_after_s: float = 5.0,
-                 clock: Clock = wall_clock_ms) -> None:
+                 headroom_bytes: int = 2 << 20, clock: Clock = wall_clock_ms) -> None:
         self.log = hook_log
         self.progress = progress
         self.db = db
         self.retry_after_s = retry_after_s
+        self.headroom_bytes = min(headroom_bytes, hook_log.max_bytes // 10)
         self.clock = clock
         self._kinds = {topics.hook_events: HOOK_EVENTS, topics.dead_letter: DEAD_LETTER}
         self._pending: list[tuple[list[Entry], asyncio.Future[int]]] = []
@@ -69,7 +72,10 @@ class LogSink:
         """
         if not records:
             return "log"
-        entries = [(self._kinds[t], k, v) for t, k, v in records]
+        try:
+            entries = [(self._kinds[t], k, v) for t, k, v in records]
+        except KeyError as e:
+            raise ValueError(f"the log holds no records of topic {e}") from None
         fut: asyncio.Future[int] = asyncio.get_running_loop().create_future()
         self._pending.append((entries, fut))
         if self._wake is None:
@@ -125,7 +131,7 @@ class LogSink:
         size = self.log.size_bytes
         free = self._free_bytes()
         status = "ok"
-        if size + MIN_FREE_BYTES > self.log.max_bytes:
+        if size + self.headroom_bytes > self.log.max_bytes:
             status = "log_full"
         elif free is not None and free < MIN_FREE_BYTES:
             status = "disk_full"
