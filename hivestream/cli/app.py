@@ -38,6 +38,7 @@ from hivestream.cli.kafka_opts import (
 )
 from hivestream.cli.kb import kb_app
 from hivestream.cli.lag import register as register_lag
+from hivestream.cli.serve import register as register_serve
 from hivestream.cli.stubs import stubs_app
 from hivestream.cli.topics import register as register_topics
 from hivestream.embedded.frames import RunReport, run_files
@@ -58,6 +59,7 @@ app.add_typer(kb_app, name="kb", help="KnowHub experiences: run, project, submit
 register_ingest(app)  # ingest, hook, hooks install|uninstall (issue 10)
 register_lag(app)
 register_topics(app)  # topics [--check]
+register_serve(app)  # serve (issue 21)
 out = Console(width=max(100, Console().width))
 err = Console(stderr=True)
 
@@ -148,7 +150,8 @@ BatchOpt = Annotated[int | None, typer.Option("--batch-size", help="captures per
 
 @app.command()
 def run(
-    files: Annotated[list[Path], typer.Argument(help="session files or hook-event JSONL", exists=True, dir_okay=True)],
+    files: Annotated[list[Path], typer.Argument(help="session files, hook-event JSONL, directories of them, or a serve log directory",
+                                                exists=True, dir_okay=True)],
     db: Annotated[Path, typer.Option("--db", help="DuckDB file to write")] = Path("hivestream.duckdb"),
     gateway: Annotated[bool, typer.Option("--gateway/--no-gateway", help="also emit the OpenClaw gateway's double capture")] = False,
     window_ms: WindowOpt = None,
@@ -157,15 +160,28 @@ def run(
     jobs: Annotated[int | None, typer.Option("--jobs", min=0, help="import processes beside the dedup and DuckDB writer (same tables); "
                                              "0: import in this process; default: one per core for inputs of 4 MiB or more")] = None,
 ) -> None:
-    """Import session files, dedup and project them into DuckDB (no broker)."""
+    """Import session files (or a `serve` log: the same tables as serve's file), dedup and project them into DuckDB (no broker)."""
+    from streams.ingest.hook_log import is_log_dir
+
     paths = _expand(files)
     settings = _settings(window_ms, key_strategy, batch_size)
+    logs = [p for p in paths if is_log_dir(p)]
     if jobs is None:
-        jobs = auto_jobs(paths)
+        jobs = 0 if logs else auto_jobs(paths)
+    kb_report = None
     try:
         with err.status("running…") as status:
-            report = run_files(paths, db, settings=settings, gateway=gateway, jobs=jobs,
-                               on_file=lambda p: status.update(f"done {p.name}"))
+            if logs:  # a serve log: frames and KnowHub, as serve writes them (the import runs in this process)
+                from hivestream.embedded.log_run import run_inputs
+
+                report, kb_report = run_inputs(paths, db, settings=settings, gateway=gateway, on_file=lambda p: status.update(f"done {p.name}"),
+                                               on_skip=lambda line: err.print(f"[yellow]note:[/] {line}"))
+            else:
+                report = run_files(paths, db, settings=settings, gateway=gateway, jobs=jobs,
+                                   on_file=lambda p: status.update(f"done {p.name}"))
+    except ValueError as e:
+        err.print(f"[red]error:[/] {e}")
+        raise typer.Exit(2) from e
     except MetaMismatch as e:
         err.print(f"[red]error:[/] {e}")
         raise typer.Exit(2) from e
@@ -173,6 +189,9 @@ def run(
         err.print(f"[red]error:[/] cannot open {db}: {e}")
         raise typer.Exit(2) from e
     print_report(report)
+    if kb_report is not None:
+        kinds = ", ".join(f"{n} {k}" for k, n in sorted(kb_report.events.items())) or "none"
+        out.print(f"[bold]KnowHub[/] (from the serve logs): {kinds}")
 
 
 @app.command()
@@ -284,7 +303,7 @@ def main() -> None:
 # --- the Kafka path -----------------------------------------------------------------------
 @app.command()
 def produce(
-    files: Annotated[list[Path], typer.Argument(help="session files, directories or hook-event JSONL", exists=True)],
+    files: Annotated[list[Path], typer.Argument(help="session files, directories or hook-event JSONL, or a serve log directory", exists=True)],
     gateway: Annotated[bool, typer.Option("--gateway/--no-gateway", help="also emit the OpenClaw gateway's double capture")] = False,
     bootstrap: BootstrapOpt = None,
     kafka_config: KafkaConfigOpt = None,
@@ -300,6 +319,7 @@ def produce(
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
     from streams.experiences.settings import KbSettings
+    from streams.ingest.hook_log import is_log_dir
     from streams.kafka.topics import Topics
     from streams.model.clock import wall_clock_ms
     from streams.produce.producer import produce_files
@@ -309,6 +329,13 @@ def produce(
     t = Topics(s.topic_namespace)
     create_topics(conn, s, t.specs(s.partitions))
     paths = _expand(files)
+    logs = [p for p in paths if is_log_dir(p)]
+    if logs and len(logs) != len(paths):
+        err.print("[red]error:[/] produce a serve log on its own (not mixed with files)")
+        raise typer.Exit(2)
+    if logs:
+        _produce_logs(logs, conn, t)
+        return
     if jobs is None:
         jobs = auto_jobs(paths)
     t0 = _time.monotonic()
@@ -327,13 +354,39 @@ def produce(
               f"({rep.events / max(dt, 1e-6):,.0f} events/s); dead-lettered at import: {dl}")
 
 
+def _produce_logs(logs: list[Path], conn: KafkaConnection, t: object) -> None:
+    """``produce LOGDIR``: each serve log record for record onto the topics (:mod:`hivestream.serve.handoff`)."""
+    import time as _time
+
+    from hivestream.serve.handoff import produce_log
+    from streams.kafka.topics import Topics
+
+    assert isinstance(t, Topics)
+    for d in logs:
+        t0 = _time.monotonic()
+        try:
+            rep = produce_log(d, conn, t)
+        except ValueError as e:
+            err.print(f"[red]error:[/] {e}")
+            raise typer.Exit(2) from e
+        for note in rep.skipped_notes:
+            err.print(f"[yellow]note:[/] {note}")
+        dt = _time.monotonic() - t0
+        out.print(f"produced the serve log {d} (offsets {rep.first}..{rep.last}): {rep.sent['hook-events']} records to {t.hook_events}, "
+                  f"{rep.sent['dead-letter']} to {t.dead_letter} in {dt:.1f} s (same keys, values and event ids as ingest)")
+
+
 def _expand(files: list[Path]) -> list[Path]:
-    """Files as given; directories expand to their ``*.jsonl`` files (:func:`hivestream.cli.inputs.expand_jsonl`;
-    the other files are named on stderr; exit 2 when a directory holds none)."""
+    """Files as given; a serve log directory as it is; other directories expand to their ``*.jsonl`` files
+    (:func:`hivestream.cli.inputs.expand_jsonl`; the other files are named on stderr; exit 2 when a directory holds none)."""
     from hivestream.cli.inputs import expand_jsonl
+    from streams.ingest.hook_log import is_log_dir
 
     paths: list[Path] = []
     for f in files:
+        if is_log_dir(f):
+            paths.append(f)
+            continue
         found, skipped = expand_jsonl([f])
         if skipped:
             names = ", ".join(str(p) for p in skipped[:5]) + (f" and {len(skipped) - 5} more" if len(skipped) > 5 else "")

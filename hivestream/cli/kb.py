@@ -133,7 +133,11 @@ def run(
     except ValueError as e:
         _fail(f"extraction endpoint refused: {e}")
     from hivestream.cli.inputs import expand_jsonl
+    from streams.ingest.hook_log import is_log_dir
 
+    if any(is_log_dir(f) for f in files):  # a serve log: the KnowHub tables serve writes of it
+        _run_logs(files, db, s, client)
+        return
     paths, skipped = expand_jsonl(files)
     if skipped:
         err.print(Text.assemble(("note: ", "yellow"), f"skipped {len(skipped)} files that are not .jsonl: " + ", ".join(map(str, skipped[:5]))), soft_wrap=True)
@@ -150,6 +154,28 @@ def run(
     dl = ", ".join(f"{k} {v}" for k, v in rep.dead_letters.most_common()) or "none"
     out.print(f"read {rep.lines} lines ({rep.skipped} already applied); KnowHub events: {ev}; extraction requests: {rep.extraction_requests}; "
               f"dead-lettered: {dl}; privacy mode {s.privacy_mode}; DuckDB file: {db}", soft_wrap=True)
+    _print_status(db)
+
+
+def _run_logs(dirs: list[Path], db: Path, s: KbSettings, client: Any) -> None:
+    from hivestream.embedded.log_run import run_kb_log
+    from streams.ingest.hook_log import is_log_dir
+
+    if not all(is_log_dir(d) for d in dirs):
+        if client is not None:
+            client.close()
+        _fail("run a serve log on its own (not mixed with files)")
+    try:
+        for d in dirs:
+            rep = run_kb_log(d, db, s, completer=client, on_skip=lambda line: err.print(Text.assemble(("note: ", "yellow"), line)))
+            ev = ", ".join(f"{k} {v}" for k, v in sorted(rep.events.items())) or "none"
+            out.print(f"read {rep.lines} records of the serve log {d} ({rep.skipped} already applied); KnowHub events: {ev}; "
+                      f"DuckDB file: {db}", soft_wrap=True)
+    except (ValueError, duckdb.IOException) as e:
+        _fail(f"{e}")
+    finally:
+        if client is not None:
+            client.close()
     _print_status(db)
 
 

@@ -38,6 +38,64 @@ class KbRunReport:
     dead_letters: Counter[str] = field(default_factory=Counter)
 
 
+class KbRunner:
+    """The KnowHub steps over numbered records of one input after another into one :class:`KbSink`.
+
+    Args:
+        sink: the KnowHub tables' writer.
+        settings: KnowHub settings.
+        completer: the extraction endpoint's client (see :func:`run_kb_files`).
+        clock: epoch-ms clock of dead letters and extraction (a serve log passes each record's append time).
+        batch_size: KnowHub events per transaction.
+        report: where the counts go.
+    """
+
+    def __init__(self, sink: KbSink, settings: KbSettings, *, completer: Completer | None = None, clock: Clock = wall_clock_ms,
+                 batch_size: int = 2000, report: KbRunReport | None = None) -> None:
+        self.sink = sink
+        self.settings = settings
+        self.completer = completer
+        self.clock = clock
+        self.batch_size = batch_size
+        self.report = report or KbRunReport(db=sink.path)
+        self.deriver = KbDeriver(settings)
+        self.fold = KbFold(settings.window, sink.load_dedup_state(), sink.load_counters(), sink.load_seen_hooks())
+
+    def run_lines(self, origin: str, lines: Iterable[tuple[int, bytes]]) -> None:
+        """Apply ``(offset, record bytes)`` of ``origin`` in order; offsets below its stored position are
+        skipped, blank records only move the position. Each batch commits with the next offset.
+
+        Raises:
+            duckdb.Error: when a batch cannot be written (rolled back; the position stays).
+        """
+        sink, fold, report, settings, clock = self.sink, self.fold, self.report, self.settings, self.clock
+        start = sink.position(origin)
+        pending = 0
+        next_off = start
+        for off, raw in lines:
+            if off < start:
+                report.skipped += 1
+                continue
+            next_off = off + 1
+            if not raw.strip():
+                continue
+            report.lines += 1
+            pos = Position(origin, 0, off, 0)
+            for out in route_kb_record(raw, pos, self.deriver, clock(), use_record_time=False, report_bad_records=True):
+                for item in _extracted(out, self.completer, settings, pos, clock, report):
+                    if isinstance(item, DeadLetter):
+                        fold.reject(item)
+                        report.dead_letters[str(item.reason)] += 1
+                    else:
+                        fold.feed(item, 0, off)
+                        report.events[item.type] += 1
+                    pending += 1
+            if pending >= self.batch_size:
+                sink.apply_batch(fold.drain(), {(origin, 0): next_off}, dict(fold.counters))
+                pending = 0
+        sink.apply_batch(fold.drain(), {(origin, 0): next_off}, dict(fold.counters))
+
+
 def run_kb_files(paths: Iterable[Path], db: str | Path, settings: KbSettings | None = None, *, completer: Completer | None = None,
                  clock: Clock = wall_clock_ms, batch_size: int = 2000) -> KbRunReport:
     """Run hook-event JSONL files (and KnowHub event lines) in order into ``db``.
@@ -52,35 +110,9 @@ def run_kb_files(paths: Iterable[Path], db: str | Path, settings: KbSettings | N
     settings = settings or KbSettings()
     report = KbRunReport(db=str(db))
     with KbSink(db) as sink:
-        deriver = KbDeriver(settings)
-        fold = KbFold(settings.window, sink.load_dedup_state(), sink.load_counters(), sink.load_seen_hooks())
+        runner = KbRunner(sink, settings, completer=completer, clock=clock, batch_size=batch_size, report=report)
         for path in paths:
-            origin = f"file:{path.resolve()}"
-            start = sink.position(origin)
-            pending = 0
-            next_off = start
-            for off, raw in enumerate(read_lines(path)):
-                if off < start:
-                    report.skipped += 1
-                    continue
-                next_off = off + 1
-                if not raw.strip():
-                    continue
-                report.lines += 1
-                pos = Position(origin, 0, off, 0)
-                for out in route_kb_record(raw, pos, deriver, clock(), use_record_time=False, report_bad_records=True):
-                    for item in _extracted(out, completer, settings, pos, clock, report):
-                        if isinstance(item, DeadLetter):
-                            fold.reject(item)
-                            report.dead_letters[str(item.reason)] += 1
-                        else:
-                            fold.feed(item, 0, off)
-                            report.events[item.type] += 1
-                        pending += 1
-                if pending >= batch_size:
-                    sink.apply_batch(fold.drain(), {(origin, 0): next_off}, dict(fold.counters))
-                    pending = 0
-            sink.apply_batch(fold.drain(), {(origin, 0): next_off}, dict(fold.counters))
+            runner.run_lines(f"file:{path.resolve()}", enumerate(read_lines(path)))
     return report
 
 

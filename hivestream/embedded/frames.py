@@ -164,7 +164,9 @@ class EmbeddedRunner:
                 on_file(paths[i])
 
     def run_outcomes(self, origin: str, outs: Iterable[Outcome]) -> None:
-        """Dedup and project the import outcomes of ``origin`` (:func:`streams.frames.capture_import.outcomes`).
+        """Dedup and project the import outcomes of ``origin`` (:func:`streams.frames.capture_import.outcomes`,
+        or :func:`hivestream.embedded.log_run.log_outcomes` for a serve log, whose ``"x"`` outcomes
+        carry a ready :class:`~streams.model.deadletter.DeadLetter`).
 
         Outcomes at offsets below the stored position of ``origin`` are skipped; a batch is cut
         only between offsets, so each offset's events commit together with the position.
@@ -188,6 +190,10 @@ class EmbeddedRunner:
                     pending_calls = self.memory.pending
                 r.records += 1
                 last_off = off
+            if kind == "x":  # a dead letter made upstream (a serve log's dead-letter record): kept as it is
+                dls.append(payload)
+                r.dead_letters[str(payload.reason)] += 1
+                continue
             if kind != "d":  # an event (a capture, a tool or lifecycle event, or one to_capture rejected)
                 r.events += 1
                 if call is not None:

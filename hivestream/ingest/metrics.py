@@ -18,12 +18,11 @@ One :class:`prometheus_client.CollectorRegistry` per server, so several servers 
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
-from hivestream.ingest.sink import DurableSink
+from hivestream.ingest.record_sink import RecordSink
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -37,13 +36,7 @@ class IngestMetrics:
         self.requests = Counter("hivestream_ingest_requests", "HTTP answers by status code", ["status"], registry=r)
         self.accepted = Counter("hivestream_ingest_accepted", "payloads accepted (durable)", ["runtime"], registry=r)
         self.rejected = Counter("hivestream_ingest_rejected", "payloads or bodies rejected, by reason", ["reason"], registry=r)
-        self.spool_records = Gauge("hivestream_ingest_spooled_records", "records in the spool now", registry=r)
-        self.spool_bytes = Gauge("hivestream_ingest_spool_bytes", "bytes in the spool now", registry=r)
-        self.spooled = Gauge("hivestream_ingest_spooled_total", "records written to the spool since start", registry=r)
-        self.forwarded = Gauge("hivestream_ingest_forwarded_total", "records forwarded from the spool since start", registry=r)
-        self.lag = Gauge("hivestream_ingest_forward_lag_seconds", "age of the oldest spooled record", registry=r)
-        self.broker_up = Gauge("hivestream_ingest_broker_up", "1 when the producer is connected", registry=r)
-        self.corrupt = Gauge("hivestream_ingest_spool_corrupt_bytes_total", "spool bytes skipped as torn or corrupt", registry=r)
+        self._gauges: dict[str, Gauge] = {}  # the sink's gauges (RecordSink.gauges), made on first sight
         self.latency = Histogram(
             "hivestream_ingest_produce_latency_seconds", "broker round trip of one request's records",
             buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0), registry=r,
@@ -69,15 +62,11 @@ class IngestMetrics:
         """Count one payload or body rejected with ``reason``."""
         self._child("rejected", reason).inc()
 
-    def render(self, sink: DurableSink) -> bytes:
-        """The exposition text, with the spool gauges read from ``sink`` now."""
-        sp = sink.spool
-        self.spool_records.set(sp.records)
-        self.spool_bytes.set(sp.size_bytes)
-        oldest = sp.oldest_ms()
-        self.lag.set(0 if oldest is None else max(0.0, time.time() - oldest / 1000))
-        self.spooled.set(sink.stats.spooled)
-        self.forwarded.set(sink.stats.forwarded)
-        self.broker_up.set(1 if sink.stats.broker_up else 0)
-        self.corrupt.set(sink.stats.spool_corrupt_bytes)
+    def render(self, sink: RecordSink) -> bytes:
+        """The exposition text, with the sink's gauges (:meth:`RecordSink.gauges`) read now."""
+        for name, help_text, value in sink.gauges():
+            g = self._gauges.get(name)
+            if g is None:
+                g = self._gauges[name] = Gauge(name, help_text, registry=self.registry)
+            g.set(value)
         return generate_latest(self.registry)

@@ -34,8 +34,10 @@ import orjson
 from aiohttp import web
 
 from hivestream.ingest.metrics import CONTENT_TYPE, IngestMetrics
-from hivestream.ingest.sink import DurableSink, Record
-from hivestream.ingest.spool import Spool, SpoolFull
+from hivestream.ingest.record_sink import Record, RecordSink
+from hivestream.ingest.refusal import SinkFull
+from hivestream.ingest.sink import DurableSink
+from hivestream.ingest.spool import Spool
 from streams.ingest.auth import TokenTable, is_loopback
 from streams.ingest.payloads import ROUTE_RUNTIMES, body_dead_letter, process, split_body
 from streams.kafka.connection import DEFAULT_BOOTSTRAP, ConnectionLike
@@ -122,9 +124,10 @@ async def _read_body(request: web.Request, limit: int) -> bytes:
 
 
 class IngestApp:
-    """The request handlers around one :class:`DurableSink`."""
+    """The request handlers around one :class:`~hivestream.ingest.record_sink.RecordSink` (``ingest``: the
+    Kafka sink; ``serve``: the local hook-event log)."""
 
-    def __init__(self, cfg: IngestConfig, sink: DurableSink, metrics: IngestMetrics, now_ms: Callable[[], int] = wall_clock_ms) -> None:
+    def __init__(self, cfg: IngestConfig, sink: RecordSink, metrics: IngestMetrics, now_ms: Callable[[], int] = wall_clock_ms) -> None:
         self.cfg = cfg
         self.sink = sink
         self.metrics = metrics
@@ -154,11 +157,11 @@ class IngestApp:
         retry = {"Retry-After": str(self.cfg.retry_after_s)}
         try:
             return await self.sink.write(records), None
-        except SpoolFull as e:
-            return None, self._reject(503, "spool_full", str(e), retry)
+        except SinkFull as e:
+            return None, self._reject(503, e.reason, str(e), retry)
         except OSError as e:
-            log.error("ingest: spool write failed: %s", e)
-            return None, self._reject(503, "spool_error", "the spool could not be written", retry)
+            log.error("write failed (answered 503 %s): %s", self.sink.error_reason, e)
+            return None, self._reject(503, self.sink.error_reason, "the records could not be made durable", retry)
 
     async def hooks(self, request: web.Request) -> web.Response:
         """``POST /v1/hooks/{runtime}``."""
@@ -220,12 +223,9 @@ class IngestApp:
                                      "gateway": gateway, "received_at_ms": received, "results": results})
 
     async def healthz(self, _request: web.Request) -> web.Response:
-        """``GET /healthz``: 200 while the server can promise durability; 503 when the spool is full."""
-        sp = self.sink.spool
-        full = sp.size_bytes >= sp.max_bytes
-        body = {"status": "spool_full" if full else "ok", "broker": "up" if self.sink.stats.broker_up else "down",
-                "spooled_records": sp.records, "spool_bytes": sp.size_bytes}
-        return web.Response(body=orjson.dumps(body), status=503 if full else 200, content_type="application/json")
+        """``GET /healthz``: 200 while the server can promise durability; 503 when the sink would refuse a POST."""
+        ready, body = self.sink.health()
+        return web.Response(body=orjson.dumps(body), status=200 if ready else 503, content_type="application/json")
 
     async def metrics_text(self, _request: web.Request) -> web.Response:
         """``GET /metrics``: Prometheus text format."""
@@ -252,13 +252,17 @@ def make_sink(cfg: IngestConfig, metrics: IngestMetrics) -> DurableSink:
                        min_insync_replicas=cfg.min_insync_replicas, on_produce_latency=metrics.latency.observe)
 
 
-async def serve(cfg: IngestConfig, stop: asyncio.Event, on_ready: Callable[[int], None] | None = None) -> None:
-    """Run the server until ``stop`` is set; then stop accepting, flush and seal the spool.
+async def serve(cfg: IngestConfig, stop: asyncio.Event, on_ready: Callable[[int], None] | None = None,
+                sink: RecordSink | None = None, name: str = "ingest") -> None:
+    """Run the server until ``stop`` is set; then stop accepting and close the sink (flush and seal the spool).
 
     Args:
         cfg: the settings (checked by :func:`check_bind`).
         stop: set it to shut down.
         on_ready: called with the bound port once listening.
+        sink: where accepted records go (default :func:`make_sink`'s Kafka sink; ``serve``
+            passes its local log); closed when the server stops.
+        name: the command's name in log lines.
 
     Raises:
         ConfigError: a non-loopback bind without tokens.
@@ -266,21 +270,23 @@ async def serve(cfg: IngestConfig, stop: asyncio.Event, on_ready: Callable[[int]
     """
     check_bind(cfg)
     metrics = IngestMetrics()
-    sink = make_sink(cfg, metrics)
-    if sink.spool.records:
-        log.info("ingest: %d records left in the spool by an earlier run will be forwarded", sink.spool.records)
+    if sink is None:
+        sink = make_sink(cfg, metrics)
+    note = sink.startup_note()
+    if note:
+        log.info("%s", note)
     handlers = IngestApp(cfg, sink, metrics)
     runner = web.AppRunner(handlers.build(), access_log=log if cfg.access_log else None)
     await runner.setup()
     site = web.TCPSite(runner, cfg.host, cfg.port, backlog=1024, reuse_port=cfg.reuse_port or None)
     await site.start()
-    forwarder = asyncio.get_running_loop().create_task(sink.forward_forever())
+    forwarder = asyncio.get_running_loop().create_task(sink.background())
     try:
         port = cfg.port
         server = getattr(site, "_server", None)
         if server is not None and server.sockets:
             port = server.sockets[0].getsockname()[1]
-        log.info("ingest: listening on http://%s:%d (%d gateway tokens)", cfg.host, port, len(cfg.tokens))
+        log.info("%s: listening on http://%s:%d (%d gateway tokens)", name, cfg.host, port, len(cfg.tokens))
         if on_ready:
             on_ready(port)
         await stop.wait()

@@ -26,6 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from hivestream.ingest.record_sink import Gauge, Record
 from hivestream.ingest.spool import Segment, Spool, SpoolFull
 from streams.ingest.partitioner import MemoPartitioner
 from streams.ingest.spool_format import decode_kafka_record, encode_kafka_record
@@ -36,10 +37,6 @@ from streams.kafka.preflight import probe
 from streams.kafka.topics import TopicSpec, ensure_topics
 
 log = logging.getLogger("hivestream.ingest")
-
-Record = tuple[str, bytes, bytes]
-"""(topic, key, value) of one Kafka record."""
-
 
 async def _in_daemon_thread(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     """``fn(*args, **kwargs)`` in a daemon thread, awaited. Unlike :func:`asyncio.to_thread`, a call
@@ -90,7 +87,9 @@ class SinkStats:
 
 
 class DurableSink:
-    """Broker-or-spool writer with a background forwarder."""
+    """Broker-or-spool writer with a background forwarder (the :class:`~hivestream.ingest.record_sink.RecordSink` of ``ingest``)."""
+
+    error_reason = "spool_error"
 
     def __init__(
         self,
@@ -279,6 +278,36 @@ class DurableSink:
             self.stats.forwarded += len(chunk)
         await asyncio.to_thread(self.spool.delete, seg, len(payloads))
         return True
+
+    def health(self) -> tuple[bool, dict[str, Any]]:
+        """(ready, ``/healthz`` body): not ready while the spool is full."""
+        sp = self.spool
+        full = sp.size_bytes >= sp.max_bytes
+        return not full, {"status": "spool_full" if full else "ok", "broker": "up" if self.stats.broker_up else "down",
+                          "spooled_records": sp.records, "spool_bytes": sp.size_bytes}
+
+    def gauges(self) -> list[Gauge]:
+        """The spool and broker gauges of ``/metrics`` (:mod:`hivestream.ingest.metrics`)."""
+        sp = self.spool
+        oldest = sp.oldest_ms()
+        return [
+            ("hivestream_ingest_spooled_records", "records in the spool now", sp.records),
+            ("hivestream_ingest_spool_bytes", "bytes in the spool now", sp.size_bytes),
+            ("hivestream_ingest_spooled_total", "records written to the spool since start", self.stats.spooled),
+            ("hivestream_ingest_forwarded_total", "records forwarded from the spool since start", self.stats.forwarded),
+            ("hivestream_ingest_forward_lag_seconds", "age of the oldest spooled record", 0 if oldest is None else max(0.0, time.time() - oldest / 1000)),
+            ("hivestream_ingest_broker_up", "1 when the producer is connected", 1 if self.stats.broker_up else 0),
+            ("hivestream_ingest_spool_corrupt_bytes_total", "spool bytes skipped as torn or corrupt", self.stats.spool_corrupt_bytes),
+        ]
+
+    def startup_note(self) -> str | None:
+        """What an earlier run left in the spool, if anything."""
+        n = self.spool.records
+        return f"ingest: {n} records left in the spool by an earlier run will be forwarded" if n else None
+
+    async def background(self) -> None:
+        """The forwarder (:meth:`forward_forever`)."""
+        await self.forward_forever()
 
     async def forward_forever(self, every_s: float = 0.5) -> None:
         """Forward spooled records until cancelled; keeps (re)starting the producer, with backoff."""

@@ -22,13 +22,16 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from hivestream.ingest.refusal import SinkFull
 from streams.ingest.spool_format import decode_records, encode_record
 
 _SEG = re.compile(r"^seg-(\d{12})-(\d+)\.spool$")
 
 
-class SpoolFull(Exception):
+class SpoolFull(SinkFull):
     """The spool would exceed its byte bound; the caller answers 503 with ``Retry-After``."""
+
+    reason = "spool_full"
 
 
 @dataclass(frozen=True)

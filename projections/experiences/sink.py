@@ -68,9 +68,14 @@ class KbSink:
         duckdb.IOException: when another process holds the file.
     """
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, con: duckdb.DuckDBPyConnection | None = None) -> None:
+        """Args:
+            path: the DuckDB file.
+            con: a connection to it to use instead of opening one (e.g. a cursor of the frames
+                sink's connection, so both projections of one file are written by one process).
+        """
         self.path = str(path)
-        self.con = duckdb.connect(self.path)
+        self.con = con if con is not None else duckdb.connect(self.path)
         for stmt in KB_DDL:
             self.con.execute(stmt)
         self.con.execute("CREATE TABLE IF NOT EXISTS kb_reminder_counters (session_key VARCHAR PRIMARY KEY, n INTEGER NOT NULL)")

@@ -50,6 +50,8 @@ Outcome = tuple[int, str, bytes | None, Any, MemoryToolCall | None]
 * ``"n"``: an event without turn text (tool, lifecycle); payload ``None``.
 * ``"e"``: an event :func:`to_capture` rejected; payload ``(reason, detail, event id)``.
 * ``"d"``: a line the importer rejected (no event); payload ``(reason, detail, "")``.
+* ``"x"``: a dead letter made before the runner (a dead-letter record of ``hivestream serve``'s
+  log); payload the :class:`~streams.model.deadletter.DeadLetter`, recorded as it is.
 """
 
 ImportTask = tuple[str, str, bytes | None, int, bool, int, CaptureOptions]

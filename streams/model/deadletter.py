@@ -28,6 +28,7 @@ class Reason(StrEnum):
     BAD_ENCODING = "bad_encoding"  # a request body whose Content-Encoding could not be decoded
     EXTRACTION_FAILED = "extraction_failed"  # the experience extractor's endpoint failed or answered out of contract
     PROCESSING_ERROR = "processing_error"  # an unexpected exception on this record (a bug): logged and dead-lettered
+    TORN_RECORD = "torn_record"  # bytes after the last whole record of a serve log segment (a write cut by a crash, never acknowledged)
 
 
 class RejectedInput(ValueError):

@@ -1,0 +1,147 @@
+"""``hivestream serve --db FILE``: the ingest server's HTTP API over the local hook-event log, and the
+dedup loop that keeps ``FILE`` current, in one process (no broker, no JVM).
+
+Start: lock and open the log (:class:`~hivestream.serve.log_writer.HookLog`; a torn tail left by a
+crash is cut off and dead-lettered into the log as ``torn_record``), open the DuckDB file (the
+embedded runner's settings guard applies), start the dedup loop in a thread
+(:class:`~hivestream.serve.follower.Follower`: it first applies whatever the log holds beyond the
+file's position), then listen (:func:`hivestream.ingest.server.serve` with the log's sink). Stop
+(SIGTERM, SIGINT): stop accepting, answer what is queued, let the loop apply what is durable,
+publish a last snapshot, checkpoint and close. A kill -9 at any moment loses nothing that was
+answered 2xx: it is in the log, and the next start applies it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from hivestream.embedded.log_run import LogRun, open_log_run
+from hivestream.ingest import server
+from hivestream.ingest.server import IngestConfig
+from hivestream.serve.follower import Follower, FollowerOptions
+from hivestream.serve.log_sink import LogSink
+from hivestream.serve.log_writer import HookLog
+from hivestream.serve.progress import Progress
+from streams.experiences.extract import Completer
+from streams.experiences.settings import KbSettings
+from streams.ingest.hook_log import DEAD_LETTER, log_origin
+from streams.kafka.topics import Topics
+from streams.model.clock import Clock, wall_clock_ms
+from streams.model.deadletter import DeadLetter, Reason, RejectedInput
+from streams.settings import Settings
+
+log = logging.getLogger("hivestream.serve")
+
+
+def default_log_dir(db: Path) -> Path:
+    """Where serve keeps the log of ``db`` unless told: ``<db>.hook-events/`` beside it."""
+    return db.with_name(db.name + ".hook-events")
+
+
+def default_report(db: Path) -> Path:
+    """The report serve refreshes unless told: ``<db stem>-report.html`` beside it."""
+    return db.with_name(db.stem + "-report.html")
+
+
+@dataclass
+class ServeConfig:
+    """Settings of one ``serve`` process.
+
+    Attributes:
+        http: the HTTP side, as ``ingest`` takes it (host, port, tokens, limits, answers).
+        db: the DuckDB file.
+        log_dir: the hook-event log directory.
+        log_max_bytes: bound of the log (bytes; past it: 503).
+        segment_bytes: size of a log segment (bytes).
+        follower: the dedup loop's pacing (snapshot, report, retention).
+        settings: dedup settings (as ``run`` takes them).
+        kb_settings: KnowHub settings.
+    """
+
+    http: IngestConfig
+    db: Path
+    log_dir: Path
+    log_max_bytes: int = 8 << 30
+    segment_bytes: int = 16 << 20
+    follower: FollowerOptions = field(default_factory=FollowerOptions)
+    settings: Settings = field(default_factory=Settings)
+    kb_settings: KbSettings = field(default_factory=KbSettings)
+
+
+def dead_letter_torn(hook_log: HookLog, clock: Clock) -> None:
+    """Append the torn tail found at open (if any) to the log as a ``torn_record`` dead letter.
+
+    Raises:
+        OSError: when the log cannot be written.
+    """
+    torn = hook_log.torn
+    if torn is None:
+        return
+    now = clock()
+    origin = log_origin(hook_log.log_id)
+    err = RejectedInput(Reason.TORN_RECORD, f"{len(torn.data)} bytes after the last whole record of log segment {torn.segment} "
+                                            f"(from byte {torn.at}): a write cut by a crash or a power loss, never acknowledged")
+    dl = DeadLetter.of(err, torn.data, origin, 0, hook_log.next_offset, now)
+    key = f"{dl.source}:{dl.time_ms}:{dl.offset}".encode()
+    hook_log.append([[(DEAD_LETTER, key, dl.model_dump_json().encode())]], now)
+    hook_log.torn = None
+
+
+async def serve_async(cfg: ServeConfig, stop: asyncio.Event, on_ready: Callable[[int], None] | None = None,
+                      completer: Completer | None = None, clock: Clock = wall_clock_ms) -> None:
+    """Run serve until ``stop`` is set.
+
+    Raises:
+        hivestream.ingest.server.ConfigError: a non-loopback bind without tokens.
+        hivestream.serve.log_writer.LogBusy: another serve holds the log.
+        projections.frames.sink.MetaMismatch: the file was built with other dedup settings.
+        duckdb.IOException: another process holds the file.
+        ValueError: the log directory holds something else.
+        OSError: the address is in use, the log cannot be opened or repaired.
+    """
+    server.check_bind(cfg.http)
+    hook_log = HookLog(cfg.log_dir, max_bytes=cfg.log_max_bytes, segment_bytes=cfg.segment_bytes)
+    try:
+        dead_letter_torn(hook_log, clock)
+        progress = Progress()
+
+        def open_run() -> LogRun:
+            return open_log_run(cfg.db, cfg.settings, cfg.kb_settings, completer=completer)
+
+        follower = Follower(hook_log, open_run, progress, cfg.follower, clock)
+        thread = threading.Thread(target=follower.run, name="hivestream-serve-dedup", daemon=True)
+        thread.start()
+        try:
+            sink = LogSink(hook_log, Topics(cfg.http.namespace), progress, db=str(cfg.db), retry_after_s=cfg.http.retry_after_s,
+                           headroom_bytes=2 * cfg.http.max_body_bytes, clock=clock)
+            await server.serve(cfg.http, stop, on_ready, sink=sink, name="serve")
+        finally:
+            follower.stop.set()
+            await asyncio.to_thread(thread.join)
+            follower.close()
+    finally:
+        hook_log.close()
+
+
+def run(cfg: ServeConfig, on_ready: Callable[[int], None] | None = None, completer: Completer | None = None) -> None:
+    """Blocking entry point of ``hivestream serve``: serves until SIGTERM or SIGINT (on uvloop when installed).
+
+    Raises:
+        as :func:`serve_async`.
+    """
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        await serve_async(cfg, stop, on_ready, completer)
+
+    with asyncio.Runner(loop_factory=server.loop_factory()) as runner:
+        runner.run(main())
