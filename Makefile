@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 
 MINILM := $(VENV)/.minilm
 
-.PHONY: install install-minilm demo test lint bench bench-report report-screenshot kafka-start kafka-stop clean
+.PHONY: install install-minilm demo test lint bench bench-report report-screenshot kafka-start kafka-stop cluster-start cluster-stop cluster-status clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -57,6 +57,16 @@ kafka-start:
 
 kafka-stop:
 	bash deploy/kafka/kafka.sh stop
+
+# three brokers (KRaft, RF 3, min ISR 2; PLAINTEXT and SASL_SSL/SCRAM): see deploy/kafka/README.md
+cluster-start:
+	bash deploy/kafka/cluster.sh start
+
+cluster-stop:
+	bash deploy/kafka/cluster.sh stop
+
+cluster-status:
+	bash deploy/kafka/cluster.sh status
 
 clean:
 	rm -rf $(VENV) *.egg-info .pytest_cache .mypy_cache .ruff_cache
