@@ -13,13 +13,13 @@ from projections.stubs.sink import StubSink
 from streams.kafka.topics import partition_for
 from streams.model.deadletter import DeadLetter, RejectedInput
 from streams.model.position import Position
-from streams.stubs.events import parse_stub_event
+from streams.stubs.events import StubDeleted, parse_stub_event
 from streams.stubs.outcome import MessageProcessed, parse_output_record
 from streams.stubs.output_fold import OutputFold
 from streams.stubs.partition_step import Emit, StubPartitionStep
 from streams.stubs.routing import route_stub_line
 from tests.stub_kafka_scenario import CHANNELS, embedded, stub_scenario, stub_tables, write_scenario
-from tests.test_stub_projection import POLICY, T0, msg, stub
+from tests.test_stub_projection import POLICY, T0, msg, refresh, stub
 
 TOPIC = "ns.stub-events"
 
@@ -140,3 +140,23 @@ def test_bad_records_are_dead_lettered_once_and_the_step_goes_on() -> None:
         assert len(out) == 1 and isinstance(out[0], DeadLetter)
     ok = steps[0].process(stub(1, "alpha", v, T0).model_dump_json().encode(), Position(TOPIC, 0, 2, 0), T0)
     assert len(ok) == 1 and isinstance(ok[0], Emit)
+
+
+def test_state_restored_ahead_of_the_offset_re_emits_state_events_instead_of_applying_them_again() -> None:
+    """A kill -9 after the changelog got a refresh and the delete that followed it, but before the
+    offset commit: the new worker reads the refresh again against a state without the stub. It
+    re-emits the refresh (as the first time), not an ``unknown_stub`` dead letter; a state event
+    rejected the first time is dead-lettered again with the same source offset (one row downstream)."""
+    v = np.ones(16)
+    records = [stub(4, None, v, T0), refresh(4, None, v, T0 + 1), StubDeleted(event_id="del-4", event_time_ms=T0 + 2, stub_id=4),
+               refresh(9, None, v, T0 + 3)]
+    raws = [r.model_dump_json().encode() for r in records]
+    store: dict[str, object] = {}
+    step = StubPartitionStep(0, POLICY, store)
+    first = [step.process(raw, Position(TOPIC, 0, off, 0), T0) for off, raw in enumerate(raws)]
+    assert [type(o[0]) for o in first] == [Emit, Emit, Emit, DeadLetter] and "unknown_stub" in first[3][0].detail  # type: ignore[union-attr]
+    restarted = StubPartitionStep(0, POLICY, store)
+    again = [restarted.process(raw, Position(TOPIC, 0, off, 0), T0) for off, raw in enumerate(raws) if off >= 1]
+    assert again == first[1:]
+    later = restarted.process(refresh(4, None, v, T0 + 4).model_dump_json().encode(), Position(TOPIC, 0, 4, 0), T0)
+    assert isinstance(later[0], DeadLetter) and "unknown_stub" in later[0].detail  # a new record is still applied to the state

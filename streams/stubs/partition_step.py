@@ -11,7 +11,12 @@ The step is pure apart from ``store``, a mutable mapping the worker backs with a
 * ``[p, "stub", scope, id]`` → the stub's record and vector (deleted stubs are removed);
 * ``[p, "msg", channel, message_id]`` → the message's outcome and matches, so a message
   processed again (at-least-once re-delivery, or state restored ahead of the committed offset)
-  re-emits the records it emitted the first time instead of matching again.
+  re-emits the records it emitted the first time instead of matching again;
+* ``[p, "at", offset]`` → the outcome of the stub state event at that offset (applied, or the
+  reason it was rejected), written after the stub's own key. A state event delivered again after
+  a kill -9 (the changelog restored ahead of the committed offset) re-emits that outcome instead
+  of being applied to a state that already holds it and later events (a refresh replayed after
+  the delete that followed it would otherwise be dead-lettered as ``unknown_stub``).
 
 A rejected global stub event is dead-lettered by partition 0 only (every partition rejects its
 copy the same way; one dead letter per input record). Never raises.
@@ -51,6 +56,10 @@ def _stub_key(p: int, key: StubKey) -> str:
 
 def _msg_key(p: int, channel: str, message_id: str) -> str:
     return json.dumps([p, "msg", channel, message_id])
+
+
+def _at_key(p: int, offset: int) -> str:
+    return json.dumps([p, "at", offset])
 
 
 class StubPartitionStep:
@@ -106,13 +115,25 @@ class StubPartitionStep:
             return [DeadLetter.of(err, data, pos.topic, pos.partition, pos.offset, now_ms, event_id=event_id)]
 
     def _state(self, ev: StubUpserted | StubRefreshed | StubDeleted, data: bytes, pos: Position, now_ms: int) -> list[Emit | DeadLetter]:
+        akey = _at_key(self.partition, pos.offset)
+        done = self.store.get(akey)
+        if done is None:
+            done = self._apply_state(ev, data, pos)
+            self.store[akey] = done
+        if "reason" in done:
+            if ev.channel is None and self.partition != 0:
+                return []  # partition 0 dead-letters its copy of the broadcast
+            err = RejectedInput(Reason(done["reason"]), str(done["detail"]))
+            return [DeadLetter.of(err, data, pos.topic, pos.partition, pos.offset, now_ms, event_id=ev.event_id)]
+        return [Emit((ev.channel or "").encode(), ev.model_dump_json().encode())]
+
+    def _apply_state(self, ev: StubUpserted | StubRefreshed | StubDeleted, data: bytes, pos: Position) -> dict[str, Any]:
+        """Apply one state event; its outcome for ``[p, "at", offset]``: ``{}`` or ``{"reason", "detail"}``."""
         self.runner.feed(LogEntry(pos.topic, pos.offset, data, ev))
         delta = self.runner.drain()
         if delta.rejections:
-            if ev.channel is None and self.partition != 0:
-                return []  # partition 0 dead-letters its copy of the broadcast
-            r = delta.rejections[0]
-            return [DeadLetter.of(r.error, data, pos.topic, pos.partition, pos.offset, now_ms, event_id=ev.event_id)]
+            e = delta.rejections[0].error
+            return {"reason": str(e.reason), "detail": e.detail}
         key: StubKey = (ev.channel, ev.stub_id)
         rec = self.runner.index.record(*key)
         vec = self.runner.vectors.get(key)
@@ -120,7 +141,7 @@ class StubPartitionStep:
             self.store.pop(_stub_key(self.partition, key), None)
         else:
             self.store[_stub_key(self.partition, key)] = {"record": asdict(rec), "vector": asdict(vec)}
-        return [Emit((ev.channel or "").encode(), ev.model_dump_json().encode())]
+        return {}
 
     def _message(self, m: MessageEmbedded, data: bytes, pos: Position, now_ms: int) -> list[Emit | DeadLetter]:
         skey = _msg_key(self.partition, m.channel, m.message_id)
