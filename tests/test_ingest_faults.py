@@ -170,7 +170,7 @@ def test_fifty_clients_through_a_server_kill_and_a_broker_stop(broker: Stoppable
         await asyncio.to_thread(broker.start)
         events.append("broker started")
         until["broker_back"] = time.monotonic()
-        until["stop"] = until["broker_back"] + 15  # and 15 s after it is back
+        until["stop"] = until["broker_back"] + 40  # and 40 s after it is back (the spool drains first, slower on a loaded machine)
 
     async def main() -> None:
         until["stop"] = time.monotonic() + run_s

@@ -273,6 +273,7 @@ def _cert_error(message: str) -> ssl.SSLCertVerificationError:
     (_cert_error("Hostname mismatch, certificate is not valid for 'b1'."), "does not name that host"),
     (ConnectionResetError(), "closed the connection during the handshake"),
     (KafkaConnectionError("Connection at b1:9096 closed"), "closed the connection during the handshake"),
+    (KafkaConnectionError("KafkaConnectionError: 111 ECONNREFUSED"), "a broker of the cluster behind b1:9096 refused the connection"),
     (TopicAuthorizationFailedError(f"Request 'SaslAuthenticate(auth_bytes={SECRET})' failed"),
      "not authorised: the cluster refused access to a topic for user 'alice'"),
 ])

@@ -127,7 +127,7 @@ def explain(exc: BaseException, conn: ConnectionFacts | None = None, *, at: str 
         user = f"user {conn.sasl_username!r}" if conn is not None and conn.sasl_username else "the client"
         mech = conn.mechanism_name() if conn is not None else "SASL"
         return (f"authentication failed at {servers}: the broker rejected {user} with {mech} (wrong username or password?); "
-                f"check {where('sasl_username')} and {where('sasl_password')}")
+                f"check {_and(where('sasl_username'), where('sasl_password'))}")
     if _is(exc, "UnsupportedSaslMechanism"):
         mech = conn.mechanism_name() if conn is not None else "this mechanism"
         return f"the broker at {servers} does not enable SASL mechanism {mech}: check {where('sasl_mechanism')} (the broker's sasl.enabled.mechanisms)"
@@ -161,6 +161,9 @@ def explain(exc: BaseException, conn: ConnectionFacts | None = None, *, at: str 
     if "unable to bootstrap" in text.lower():
         return (f"could not connect to any Kafka broker of {servers}: check {where('bootstrap_servers')} "
                 f"and {where('security_protocol')}")
+    if _is(exc, "KafkaConnectionError") and ("ECONNREFUSED" in text or "111" in text or "refused" in text.lower()):
+        return (f"a broker of the cluster behind {servers} refused the connection (it is down or restarting): nothing was "
+                f"written; start it again (or wait for the cluster to elect new leaders) and retry; check {where('bootstrap_servers')}")
     if _is(exc, "IllegalSaslState"):
         return (f"the broker at {servers} does not expect SASL on this listener: it is probably PLAINTEXT or SSL; "
                 f"check {where('security_protocol')}")
@@ -212,3 +215,8 @@ def _generic_where(field: str) -> str:
         "ssl_certificate_location": "HIVESTREAM_KAFKA_SSL_CERTIFICATE_LOCATION / ssl.keystore.location",
         "kafka_config": "the client properties file (--kafka-config / HIVESTREAM_KAFKA_CONFIG)",
     }.get(field, field)
+
+
+def _and(a: str, b: str) -> str:
+    """``"a and b"``, or ``a`` alone when both name the same setting (both in one ``sasl.jaas.config`` line)."""
+    return a if a == b else f"{a} and {b}"
