@@ -255,9 +255,12 @@ def test_broker_faults_under_load_lose_nothing_acknowledged(cluster: LocalCluste
     c.hivestream("topics", "--namespace", ns, "--partitions", "4")
     logs = tmp_path / "procs.log"
     proc = IngestProc(c.sasl, ns, tmp_path / "spool", "--produce-timeout", "2")
-    workers = [c.popen("worker", "--namespace", ns, "--data-dir", str(tmp_path / f"w-{i}"), "--loglevel", "info", log=logs) for i in range(2)]
+    wlogs = [tmp_path / f"worker-{i}.log" for i in range(2)]
+    workers = [c.popen("worker", "--namespace", ns, "--data-dir", str(tmp_path / f"w-{i}"), "--loglevel", "info", log=wl) for i, wl in enumerate(wlogs)]
     db = tmp_path / "kafka.duckdb"
     projector = c.popen("project", "--db", str(db), "--namespace", ns, log=logs)
+    # the faults hit running services: both workers have joined their group (faust logs "Ready")
+    wait_until(lambda: all("Ready" in wl.read_text(errors="replace") for wl in wlogs), 180, "both workers to be ready")
     acked: dict[str, str] = {}
     durable: list[str] = []
     state = {"stop": time.monotonic() + 3600}

@@ -415,3 +415,89 @@ def test_help_and_config_errors_print_no_secret(tmp_path: Path) -> None:
         r = _cli(*args, env={"KAFKA_BOOTSTRAP_SERVERS": "127.0.0.1:9", **extra})
         assert r.returncode == 2, r.stderr
         assert SECRET not in r.stdout + r.stderr and "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+def test_admin_requests_go_on_when_one_broker_refuses_and_stop_after_the_last_try(monkeypatch: pytest.MonkeyPatch) -> None:
+    """kafka-python 3.x sends an admin request to one node and raises at once when it is down; the
+    admin of :func:`streams.kafka.clients.kafka_admin` tries again (another node), a bounded number of times."""
+    from kafka.errors import KafkaConnectionError as Refused
+    from kafka.errors import UnknownTopicOrPartitionError
+
+    from streams.kafka import clients
+
+    monkeypatch.setattr(clients.time, "sleep", lambda _s: None)
+
+    class FakeAdmin:
+        def __init__(self, fail: int, error: type[Exception] = Refused) -> None:
+            self.fail, self.calls, self.error, self.closed = fail, 0, error, False
+
+        def list_topics(self) -> list[str]:
+            self.calls += 1
+            if self.calls <= self.fail:
+                raise self.error("KafkaConnectionError: 111 ECONNREFUSED")
+            return ["t"]
+
+        def close(self) -> None:
+            self.closed = True
+
+    ok = FakeAdmin(fail=clients.ADMIN_ATTEMPTS - 1)
+    assert clients._RetryingAdmin(ok).list_topics() == ["t"] and ok.calls == clients.ADMIN_ATTEMPTS
+    down = FakeAdmin(fail=clients.ADMIN_ATTEMPTS)
+    with pytest.raises(Refused):
+        clients._RetryingAdmin(down).list_topics()
+    assert down.calls == clients.ADMIN_ATTEMPTS
+    other = FakeAdmin(fail=1, error=UnknownTopicOrPartitionError)
+    with pytest.raises(UnknownTopicOrPartitionError):
+        clients._RetryingAdmin(other).list_topics()
+    assert other.calls == 1  # not a connection error: raised at once
+    wrapped = clients._RetryingAdmin(ok)
+    wrapped.close()
+    assert ok.closed
+
+
+def test_services_wait_for_a_cluster_that_has_too_few_brokers_commands_do_not(monkeypatch: pytest.MonkeyPatch,
+                                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    """A worker started during a rolling restart (2 of 3 brokers registered) waits for its topics;
+    ``topics``/``produce`` fail at once; a refusal that cannot pass is raised at once either way."""
+    from hivestream.cli import kafka_opts
+    from streams.kafka.connection import KafkaConnection
+    from streams.settings import Settings
+
+    class InvalidReplicationFactorError(Exception):
+        pass
+
+    class TopicAuthorizationFailedError(Exception):
+        pass
+
+    calls: list[int] = []
+
+    def ensure(_conn: object, _specs: object, **_kw: object) -> list[str]:
+        calls.append(1)
+        if len(calls) < 3:
+            raise InvalidReplicationFactorError("only 2 broker(s) are registered")
+        return ["ns.hook-events"]
+
+    now = [0.0]
+    monkeypatch.setattr(kafka_opts, "ensure_topics", ensure)
+    conn, s = KafkaConnection.plain("b1:9092"), Settings()
+    fake = {"sleep": lambda d: now.__setitem__(0, now[0] + d), "clock": lambda: now[0]}
+    assert kafka_opts.create_topics(conn, s, [], wait_s=60, **fake) == ["ns.hook-events"]  # type: ignore[arg-type]
+    assert len(calls) == 3 and now[0] == 10.0
+    assert capsys.readouterr().err.count("waiting for the cluster to take the topics") == 2
+    calls.clear()
+    with pytest.raises(InvalidReplicationFactorError):
+        kafka_opts.create_topics(conn, s, [])  # a command: no wait
+    calls.clear()
+    with pytest.raises(InvalidReplicationFactorError):
+        kafka_opts.create_topics(conn, s, [], wait_s=4, **fake)  # type: ignore[arg-type]  # the wait is bounded
+    assert len(calls) == 2
+
+    def refused(_conn: object, _specs: object, **_kw: object) -> list[str]:
+        calls.append(1)
+        raise TopicAuthorizationFailedError("not authorised")
+
+    monkeypatch.setattr(kafka_opts, "ensure_topics", refused)
+    calls.clear()
+    with pytest.raises(TopicAuthorizationFailedError):
+        kafka_opts.create_topics(conn, s, [], wait_s=60, **fake)  # type: ignore[arg-type]
+    assert len(calls) == 1

@@ -24,6 +24,7 @@ from rich.markup import escape
 from hivestream.cli.console import table
 from hivestream.cli.ingest import register as register_ingest
 from hivestream.cli.kafka_opts import (
+    SERVICE_TOPIC_WAIT_S,
     BootstrapOpt,
     KafkaConfigOpt,
     NamespaceOpt,
@@ -426,7 +427,7 @@ def worker(
     n = input_partitions(conn, source, s.partitions)
     h = create_app(s, connection=conn, store=store, partitions=n, frames_version=frames_version, data_dir=str(data_dir))
     refuse_state_mismatch(conn, source, n, h.copartitioned())
-    create_topics(conn, s, h.topic_specs())
+    create_topics(conn, s, h.topic_specs(), wait_s=SERVICE_TOPIC_WAIT_S)
     run_worker(h, loglevel=loglevel)
 
 
@@ -459,7 +460,7 @@ def _projector(s: Settings, conn: KafkaConnection, db: Path, frames_version: str
     from streams.kafka.topics import Topics
 
     t = Topics(s.topic_namespace, frames_version)
-    create_topics(conn, s, t.specs(s.partitions))
+    create_topics(conn, s, t.specs(s.partitions), wait_s=SERVICE_TOPIC_WAIT_S)
     sink = DuckSink(db)
     return sink, Projector(sink, conn, t.frames, t.dead_letter, batch_max=s.batch_size,
                            snapshot_every_s=snapshot_every_s, from_time_ms=from_time_ms,

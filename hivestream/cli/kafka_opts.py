@@ -10,6 +10,8 @@ line instead of retrying. Commands that create topics take ``--replication-facto
 from __future__ import annotations
 
 import signal
+import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
@@ -62,13 +64,37 @@ def kafka_connection(bootstrap: str | None, kafka_config: Path | None, *, check:
     return conn
 
 
-def create_topics(conn: KafkaConnection, s: Settings, specs: list[TopicSpec]) -> list[str]:
+SERVICE_TOPIC_WAIT_S = 180.0
+"""How long a long-running command (worker, projector) waits for a cluster to take its topics."""
+
+_TRANSIENT = ("InvalidReplicationFactorError", "KafkaConnectionError", "NodeNotReadyError", "KafkaTimeoutError",
+              "NotControllerError", "RequestTimedOutError")
+
+
+def create_topics(conn: KafkaConnection, s: Settings, specs: list[TopicSpec], *, wait_s: float = 0.0,
+                  sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic) -> list[str]:
     """:func:`streams.kafka.topics.ensure_topics` with the replication of ``s``; the names created.
 
+    With ``wait_s`` > 0 (the workers and projectors: services that a rolling restart must not stop),
+    a refusal that passes when brokers return (fewer brokers registered than the replication factor,
+    a broker or the controller not reachable) is retried every 5 s for up to ``wait_s`` seconds, with
+    one stderr line per try naming the cause; commands (``topics``, ``produce``) fail at once.
+
     Raises:
-        kafka.errors.KafkaError: as ``ensure_topics``.
+        kafka.errors.KafkaError: as ``ensure_topics`` (the last try's error once ``wait_s`` has passed).
     """
-    return ensure_topics(conn, specs, replication_factor=s.replication_factor, min_insync_replicas=s.min_insync_replicas)
+    deadline = clock() + wait_s
+    while True:
+        try:
+            return ensure_topics(conn, specs, replication_factor=s.replication_factor, min_insync_replicas=s.min_insync_replicas)
+        except Exception as e:
+            if type(e).__name__ not in _TRANSIENT or clock() >= deadline:
+                raise
+            from streams.kafka.errors import explain
+
+            sys.stderr.write(f"hivestream: waiting for the cluster to take the topics ({explain(e, conn)}); "
+                             f"trying again for up to {max(0.0, deadline - clock()):.0f} s\n")
+            sleep(5.0)
 
 
 def input_partitions(conn: KafkaConnection, topic: str, configured: int) -> int:

@@ -14,6 +14,7 @@ import typer
 from rich.console import Console
 
 from hivestream.cli.kafka_opts import (
+    SERVICE_TOPIC_WAIT_S,
     BootstrapOpt,
     KafkaConfigOpt,
     NamespaceOpt,
@@ -102,7 +103,7 @@ def worker(
     n = _ensure(s, conn)
     h = create_stub_app(s, policy, connection=conn, partitions=n, store=store, data_dir=str(data_dir))
     refuse_state_mismatch(conn, h.topics.stub_events, n, h.copartitioned())
-    create_topics(conn, s, h.topic_specs())
+    create_topics(conn, s, h.topic_specs(), wait_s=SERVICE_TOPIC_WAIT_S)
     run_app(h.app, loglevel)
 
 

@@ -205,15 +205,53 @@ def aiokafka_consumer(conn: ConnectionLike, *topics: str, **kwargs: Any) -> Any:
     return AIOKafkaConsumer(*topics, **_merge(conn, kwargs, aiokafka_kwargs))
 
 
+ADMIN_ATTEMPTS = 4
+"""Tries of one admin request when the broker it went to refuses the connection (a broker of a cluster restarting)."""
+
+
+class _RetryingAdmin:
+    """A ``KafkaAdminClient`` whose requests are tried again (up to :data:`ADMIN_ATTEMPTS` times, 1 s
+    apart) when the node kafka-python picked for them refuses the connection.
+
+    kafka-python 3.x sends an admin request to one node from the metadata (the least loaded one, or
+    the controller) and raises ``KafkaConnectionError`` at once when that node is down, although the
+    cluster's other brokers answer; the next try goes to another node (the refused one is in its
+    reconnect backoff). Any other error, and the last try's, is raised as it is.
+    """
+
+    def __init__(self, admin: Any) -> None:
+        self._admin = admin
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._admin, name)
+        if not callable(attr) or name == "close":
+            return attr
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            from kafka.errors import KafkaConnectionError, NodeNotReadyError
+
+            for attempt in range(ADMIN_ATTEMPTS):
+                try:
+                    return attr(*args, **kwargs)
+                except (KafkaConnectionError, NodeNotReadyError):
+                    if attempt == ADMIN_ATTEMPTS - 1:
+                        raise
+                    time.sleep(1.0)
+            raise AssertionError("unreachable")
+
+        return call
+
+
 def kafka_admin(conn: ConnectionLike, **kwargs: Any) -> Any:
-    """A kafka-python ``KafkaAdminClient`` on ``conn`` (it bootstraps in its constructor).
+    """A kafka-python ``KafkaAdminClient`` on ``conn`` (it bootstraps in its constructor) whose requests
+    survive one broker of a cluster being down (:class:`_RetryingAdmin`).
 
     Raises:
         kafka.errors.KafkaTimeoutError: when no broker answers within ``bootstrap_timeout_ms``.
     """
     from kafka import KafkaAdminClient
 
-    return KafkaAdminClient(**_merge(conn, kwargs, kafka_python_kwargs))
+    return _RetryingAdmin(KafkaAdminClient(**_merge(conn, kwargs, kafka_python_kwargs)))
 
 
 def kafka_consumer(conn: ConnectionLike, **kwargs: Any) -> Any:
