@@ -34,6 +34,7 @@ from hivestream.cli.kafka_opts import (
     input_partitions,
     kafka_connection,
     kafka_settings,
+    quiet_client_logs,
     refuse_state_mismatch,
     stop_on_signals,
 )
@@ -325,6 +326,7 @@ def produce(
     from streams.model.clock import wall_clock_ms
     from streams.produce.producer import produce_files
 
+    quiet_client_logs()
     s = kafka_settings(namespace, partitions, replication_factor=replication_factor)
     conn = kafka_connection(bootstrap, kafka_config)
     t = Topics(s.topic_namespace)

@@ -71,6 +71,14 @@ _TRANSIENT = ("InvalidReplicationFactorError", "KafkaConnectionError", "NodeNotR
               "NotControllerError", "RequestTimedOutError")
 
 
+def quiet_client_logs() -> None:
+    """Silence aiokafka's per-attempt connection logs ("Unable connect to node …", hundreds a minute
+    while a broker is down) in a one-shot command, which reports the cause itself in one line."""
+    import logging
+
+    logging.getLogger("aiokafka").setLevel(logging.CRITICAL)
+
+
 def create_topics(conn: KafkaConnection, s: Settings, specs: list[TopicSpec], *, wait_s: float = 0.0,
                   sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic) -> list[str]:
     """:func:`streams.kafka.topics.ensure_topics` with the replication of ``s``; the names created.

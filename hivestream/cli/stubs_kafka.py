@@ -24,6 +24,7 @@ from hivestream.cli.kafka_opts import (
     input_partitions,
     kafka_connection,
     kafka_settings,
+    quiet_client_logs,
     refuse_state_mismatch,
     stop_on_signals,
 )
@@ -74,6 +75,7 @@ def produce(
     from streams.stubs.produce import produce_stub_logs
 
     s = kafka_settings(namespace, partitions, replication_factor=replication_factor)
+    quiet_client_logs()
     conn = kafka_connection(bootstrap, kafka_config)
     n = _ensure(s, conn)
     rep = produce_stub_logs(files, conn, Topics(s.topic_namespace).stub_events, n)

@@ -18,6 +18,7 @@ is the one Kafka's default partitioner picks for the key (:func:`streams.kafka.t
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -28,12 +29,15 @@ from typing import Any
 from streams.importers.files import import_file, read_lines
 from streams.kafka.clients import aiokafka_producer, kafka_producer
 from streams.kafka.connection import ConnectionLike
+from streams.kafka.errors import KafkaSetupError
 from streams.kafka.topics import Topics, partition_for
 from streams.model.deadletter import DeadLetter
 from streams.produce.encode import PlacedRecord, Record, encode_items
 from streams.produce.fast_records import encode_lines
 from streams.produce.import_pool import ImportPool, as_rejection, value_views
 from streams.redaction.redact import RedactionMode
+
+log = logging.getLogger(__name__)
 
 _PARTITION_CACHE = 65_536  # (topic, key) → partition entries kept by send_records
 
@@ -207,7 +211,9 @@ async def send_records(
 
     Raises:
         kafka errors from aiokafka (``KafkaConnectionError``, ``KafkaTimeoutError``, …) when the broker
-        cannot be reached or refuses a record; ValueError for a record larger than a batch or a
+        cannot be reached or refuses a record; ``KafkaSetupError`` when the producer gets no id within
+        :data:`START_TIMEOUT_S` or the last records no acknowledgement within :data:`ACK_TIMEOUT_S`
+        (too few brokers up for ``min.insync.replicas``); ValueError for a record larger than a batch or a
         placed record whose partition the topic does not have.
     """
     return await send_blocks(blocks_of(records), conn, on_sent=on_sent, linger_ms=linger_ms, batch_bytes=batch_bytes)
@@ -236,7 +242,13 @@ async def send_blocks(
     """
     producer = aiokafka_producer(conn, client_id="hivestream-produce", enable_idempotence=True, acks="all",
                                  linger_ms=linger_ms, max_batch_size=batch_bytes, max_request_size=2_097_152)
-    await producer.start()
+    try:
+        await asyncio.wait_for(producer.start(), START_TIMEOUT_S)
+    except TimeoutError:
+        await _stop_bounded(producer)
+        raise KafkaSetupError(f"the cluster gave the idempotent producer no producer id within {START_TIMEOUT_S:g} s: too few brokers "
+                              "(or no controller quorum) are up, so min.insync.replicas cannot be met; nothing was written, "
+                              "run it again when the brokers are back") from None
     try:
         n_parts: dict[str, int] = {}
         part_of: dict[str, dict[bytes, int]] = {}  # per topic: key -> partition
@@ -281,14 +293,38 @@ async def send_blocks(
             for p, batch in enumerate(open_batches):
                 if batch is not None and batch.record_count():
                     pending.append(await producer.send_batch(batch, topic, partition=p))
-        await producer.flush()
-        for f in pending:
-            await f
+        try:
+            await asyncio.wait_for(_acknowledged(producer, pending), ACK_TIMEOUT_S)
+        except TimeoutError:
+            raise KafkaSetupError(f"the cluster did not acknowledge the last records within {ACK_TIMEOUT_S:g} s: fewer in-sync "
+                                  "replicas than min.insync.replicas, or brokers down; what was acknowledged is kept, run it again "
+                                  "(event ids make the rerun harmless)") from None
         if on_sent:
             on_sent(n)
         return n
     finally:
-        await producer.stop()
+        await _stop_bounded(producer)
+
+
+START_TIMEOUT_S = 30.0
+"""How long ``produce`` waits for its idempotent producer's id (InitProducerId) before it gives up, seconds."""
+
+ACK_TIMEOUT_S = 120.0
+"""How long ``produce`` waits, after the last send, for every record's acknowledgement, seconds."""
+
+
+async def _acknowledged(producer: Any, pending: list[asyncio.Future[Any]]) -> None:
+    await producer.flush()
+    for f in pending:
+        await f
+
+
+async def _stop_bounded(producer: Any, timeout_s: float = 10.0) -> None:
+    """``producer.stop()``, abandoned after ``timeout_s`` (aiokafka's stop waits for brokers that may be gone)."""
+    try:
+        await asyncio.wait_for(producer.stop(), timeout_s)
+    except TimeoutError:
+        log.warning("the producer did not stop within %g s; abandoned", timeout_s)
 
 
 def produce_files(
