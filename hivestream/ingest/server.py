@@ -6,7 +6,10 @@ so the size limit and the slow-client timeout apply while reading). Routes:
 * ``POST /v1/hooks/{runtime}``: one JSON payload, a JSON array or NDJSON
   (:mod:`streams.ingest.payloads`). Answers ``200`` when every accepted payload is durable (broker
   acknowledgement or fsync'd spool) with one result per payload; ``422`` when every payload was
-  rejected; ``400`` for a body that is not JSON (dead-lettered); ``401`` without a valid token;
+  rejected; ``400`` for a body that is not JSON (dead-lettered). Every answer after a dead letter
+  was written says ``"dead_lettered": N`` and ``"truncated"`` (true when a dead letter keeps only
+  the first 256 KiB of its payload): the verdict :mod:`hivestream.hooks.delivery` lets a client
+  drop a refused payload on; ``401`` without a valid token;
   ``404`` for an unknown runtime; ``408`` when the body does not arrive within the read timeout;
   ``413`` over ``max_body_bytes``; ``503`` with ``Retry-After`` when the broker did not take the
   records and the spool is full or failing (nothing was promised, so the client keeps them).
@@ -43,7 +46,7 @@ from streams.ingest.payloads import ROUTE_RUNTIMES, body_dead_letter, process, s
 from streams.kafka.connection import DEFAULT_BOOTSTRAP, ConnectionLike
 from streams.kafka.topics import Topics
 from streams.model.clock import wall_clock_ms
-from streams.model.deadletter import DeadLetter, Reason, RejectedInput
+from streams.model.deadletter import MAX_ORIGINAL_BYTES, DeadLetter, Reason, RejectedInput
 from streams.redaction.redact import RedactionMode
 
 log = logging.getLogger("hivestream.ingest")
@@ -144,6 +147,14 @@ class IngestApp:
         self.metrics.reject(reason)
         return self._answer(status, {"error": reason, "detail": detail}, headers)
 
+    def _dead_lettered(self, status: int, err: RejectedInput, original_len: int) -> web.Response:
+        """The verdict on a whole body that was dead-lettered: the reason, ``"dead_lettered": 1``
+        and ``"truncated"`` (true when the dead letter keeps only the first
+        :data:`~streams.model.deadletter.MAX_ORIGINAL_BYTES` of the body, so a client keeps it)."""
+        self.metrics.reject(str(err.reason))
+        return self._answer(status, {"error": str(err.reason), "detail": err.detail[:500], "dead_lettered": 1,
+                                     "truncated": original_len > MAX_ORIGINAL_BYTES})
+
     def _gateway(self, request: web.Request) -> str | None:
         if self._no_tokens:
             return LOCAL_GATEWAY
@@ -190,7 +201,7 @@ class IngestApp:
             err = RejectedInput(Reason.BAD_ENCODING, f"body not readable as Content-Encoding {encoding!r}: {type(e).__name__}")
             dl = body_dead_letter(err, b"", source=f"ingest:{gateway}:{runtime}", received_at_ms=self.now_ms())
             _where, failed = await self._durable([self._dl_record(dl)])
-            return failed if failed is not None else self._reject(400, str(err.reason), err.detail)
+            return failed if failed is not None else self._dead_lettered(400, err, 0)
         received = self.now_ms()
         source = f"ingest:{gateway}:{runtime}"
         try:
@@ -200,7 +211,7 @@ class IngestApp:
             _where, failed = await self._durable([self._dl_record(dl)])
             if failed is not None:
                 return failed
-            return self._reject(400, str(e.reason), e.detail[:500])
+            return self._dead_lettered(400, e, len(body))
         accepted, rejected = process(items, runtime, gateway=gateway, received_at_ms=received,
                                      privacy_mode=self.cfg.privacy_mode, source=source)
         topic = self._hook_events
@@ -219,7 +230,10 @@ class IngestApp:
             results += [{"index": r.index, "status": "rejected", "reason": r.reason, "detail": r.detail} for r in rejected]
             results.sort(key=lambda x: int(x["index"]))
         status = 422 if rejected and not accepted else 200
-        return self._answer(status, {"accepted": len(accepted), "rejected": len(rejected), "durable": where,
+        refused = {r.index for r in rejected}
+        truncated = any(len(it.original) > MAX_ORIGINAL_BYTES for it in items if it.index in refused)
+        return self._answer(status, {"accepted": len(accepted), "rejected": len(rejected), "dead_lettered": len(rejected),
+                                     "truncated": truncated, "durable": where,
                                      "gateway": gateway, "received_at_ms": received, "results": results})
 
     async def healthz(self, _request: web.Request) -> web.Response:
