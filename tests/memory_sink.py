@@ -47,18 +47,30 @@ class MemorySink:
         """Nothing to release."""
 
 
+Req = tuple[str, str, bytes, dict[str, str]]
+"""(method, path, body, headers) of one request."""
+
+
+def requests(cfg: IngestConfig, sink: MemorySink, reqs: list[Req]) -> list[tuple[int, Any]]:
+    """``reqs`` in order to one fresh app over ``sink``: ``(status, parsed JSON answer or text)`` each."""
+
+    async def go() -> list[tuple[int, Any]]:
+        app = IngestApp(cfg, sink, IngestMetrics()).build()
+        out: list[tuple[int, Any]] = []
+        async with TestClient(TestServer(app)) as client:
+            for method, path, body, headers in reqs:
+                resp = await client.request(method, path, data=body, headers=headers)
+                raw = await resp.read()
+                try:
+                    out.append((resp.status, orjson.loads(raw)))
+                except orjson.JSONDecodeError:
+                    out.append((resp.status, raw.decode("utf-8", "replace")))
+        return out
+
+    return asyncio.run(go())
+
+
 def request(cfg: IngestConfig, sink: MemorySink, method: str, path: str, body: bytes = b"",
             headers: dict[str, str] | None = None) -> tuple[int, Any]:
     """One request to a fresh app over ``sink``: ``(status, parsed JSON answer or text)``."""
-
-    async def go() -> tuple[int, Any]:
-        app = IngestApp(cfg, sink, IngestMetrics()).build()
-        async with TestClient(TestServer(app)) as client:
-            resp = await client.request(method, path, data=body, headers=headers or {})
-            raw = await resp.read()
-            try:
-                return resp.status, orjson.loads(raw)
-            except orjson.JSONDecodeError:
-                return resp.status, raw.decode("utf-8", "replace")
-
-    return asyncio.run(go())
+    return requests(cfg, sink, [(method, path, body, headers or {})])[0]

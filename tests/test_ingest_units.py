@@ -173,11 +173,11 @@ def test_the_depth_walk_is_skipped_only_when_the_body_cannot_nest_that_deep() ->
     for _ in range(MAX_DEPTH - 1):  # with the payload object: exactly the limit
         deep = [deep]
     items = split_body(json.dumps([{**PROMPT, "extra": deep}, {**PROMPT, "extra": [deep]}]).encode())
-    assert not any(it.shallow for it in items)  # so each payload is walked
+    assert items[0].shallow and items[1].error is not None  # each payload was walked (in split_body, before anything recursive)
     acc, rej = process(items, "auto", gateway="gw-a", received_at_ms=1_800_000_000_000, privacy_mode=RedactionMode.STRICT, source="t")
     assert [a.index for a in acc] == [0] and [r.index for r in rej] == [1] and "deeper" in rej[0].detail
     braces = json.dumps({**PROMPT, "prompt": "{[" * 100}).encode()  # brackets inside strings only make it walk
-    assert not split_body(braces)[0].shallow and len(_run(braces)[0]) == 1
+    assert split_body(braces)[0].error is None and len(_run(braces)[0]) == 1
 
 
 def test_knowhub_payloads_are_redacted_before_the_topic() -> None:

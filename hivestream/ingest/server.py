@@ -6,11 +6,11 @@ so the size limit and the slow-client timeout apply while reading). Routes:
 * ``POST /v1/hooks/{runtime}``: one JSON payload, a JSON array or NDJSON
   (:mod:`streams.ingest.payloads`). Answers ``200`` when every accepted payload is durable (broker
   acknowledgement or fsync'd spool) with one result per payload; ``422`` when every payload was
-  rejected; ``400`` for a body that is not JSON (dead-lettered). Every answer after a dead letter
+  rejected; ``400`` for a body that is not JSON (dead-lettered); ``404`` for an unknown runtime
+  (the body is dead-lettered too, ``unknown_runtime``). Every answer after a dead letter
   was written says ``"dead_lettered": N`` and ``"truncated"`` (true when a dead letter keeps only
   the first 256 KiB of its payload): the verdict :mod:`hivestream.hooks.delivery` lets a client
-  drop a refused payload on; ``401`` without a valid token;
-  ``404`` for an unknown runtime; ``408`` when the body does not arrive within the read timeout;
+  drop a refused payload on; ``401`` without a valid token; ``408`` when the body does not arrive within the read timeout;
   ``413`` over ``max_body_bytes``; ``503`` with ``Retry-After`` when the broker did not take the
   records and the spool is full or failing (nothing was promised, so the client keeps them).
 * ``GET /healthz``: ``200 {"status": "ok", ...}``, ``503`` while the spool is full.
@@ -147,11 +147,23 @@ class IngestApp:
         self.metrics.reject(reason)
         return self._answer(status, {"error": reason, "detail": detail}, headers)
 
+    @staticmethod
+    async def _unread(request: web.Request, resp: web.Response) -> web.Response:
+        """Send ``resp`` and close the connection without reading (or inflating) what is left of
+        the body: aiohttp would otherwise drain it after the answer, for up to 10 s per request."""
+        resp.force_close()
+        await resp.prepare(request)
+        await resp.write_eof()
+        if request.protocol is not None:
+            request.protocol.force_close()
+        return resp
+
     def _dead_lettered(self, status: int, err: RejectedInput, original_len: int) -> web.Response:
         """The verdict on a whole body that was dead-lettered: the reason, ``"dead_lettered": 1``
         and ``"truncated"`` (true when the dead letter keeps only the first
         :data:`~streams.model.deadletter.MAX_ORIGINAL_BYTES` of the body, so a client keeps it)."""
         self.metrics.reject(str(err.reason))
+        log.info("refused a request (HTTP %d, dead-lettered): %s: %s", status, err.reason, err.detail[:200])
         return self._answer(status, {"error": str(err.reason), "detail": err.detail[:500], "dead_lettered": 1,
                                      "truncated": original_len > MAX_ORIGINAL_BYTES})
 
@@ -178,13 +190,16 @@ class IngestApp:
         """``POST /v1/hooks/{runtime}``."""
         gateway = self._gateway(request)
         if gateway is None:
-            return self._reject(401, "unauthorized", "missing or unknown bearer token", {"WWW-Authenticate": 'Bearer realm="hivestream"'})
+            return await self._unread(request, self._reject(401, "unauthorized", "missing or unknown bearer token",
+                                                            {"WWW-Authenticate": 'Bearer realm="hivestream"'}))
         runtime = request.match_info["runtime"]
-        if runtime not in ROUTE_RUNTIMES:
-            return self._reject(404, "unknown_runtime", f"runtime must be one of {', '.join(ROUTE_RUNTIMES)}")
+        known = runtime in ROUTE_RUNTIMES
+        if not known:
+            runtime = runtime[:64]
         limit = self.cfg.max_body_bytes
         if request.content_length is not None and request.content_length > limit:
-            return self._reject(413, "body_too_large", f"body of {request.content_length} bytes is over the {limit}-byte limit")
+            return await self._unread(request, self._reject(413, "body_too_large",
+                                                            f"body of {request.content_length} bytes is over the {limit}-byte limit"))
         try:
             if request.content.is_eof():  # the whole body is already buffered: reading cannot wait
                 body = await _read_body(request, limit)
@@ -192,26 +207,32 @@ class IngestApp:
                 async with asyncio.timeout(self.cfg.read_timeout_s):
                     body = await _read_body(request, limit)
         except _TooLarge:
-            return self._reject(413, "body_too_large", f"body is over the {limit}-byte limit")
+            return await self._unread(request, self._reject(413, "body_too_large", f"body is over the {limit}-byte limit"))
         except TimeoutError:
-            return self._reject(408, "client_timeout", f"body not received within {self.cfg.read_timeout_s:g} s")
+            return await self._unread(request, self._reject(408, "client_timeout", f"body not received within {self.cfg.read_timeout_s:g} s"))
         except (web.RequestPayloadError, web.HTTPException, zlib.error) as e:
             # a Content-Encoding (gzip, deflate, br) the body does not decode with: 400 and a dead letter
             encoding = request.headers.get("Content-Encoding", "")
             err = RejectedInput(Reason.BAD_ENCODING, f"body not readable as Content-Encoding {encoding!r}: {type(e).__name__}")
             dl = body_dead_letter(err, b"", source=f"ingest:{gateway}:{runtime}", received_at_ms=self.now_ms())
             _where, failed = await self._durable([self._dl_record(dl)])
-            return failed if failed is not None else self._dead_lettered(400, err, 0)
+            return await self._unread(request, failed if failed is not None else self._dead_lettered(400, err, 0))
         received = self.now_ms()
         source = f"ingest:{gateway}:{runtime}"
         try:
+            if not known:
+                raise RejectedInput(Reason.UNKNOWN_RUNTIME, f"runtime {runtime!r} is not one of {', '.join(ROUTE_RUNTIMES)}")
             items = split_body(body)
-        except RejectedInput as e:
-            dl = body_dead_letter(e, body, source=source, received_at_ms=received)
+        except Exception as exc:  # bad input is a dead letter, never a 500
+            refusal = exc if isinstance(exc, RejectedInput) else RejectedInput(Reason.PROCESSING_ERROR, f"{type(exc).__name__}: {exc}"[:500])
+            if not isinstance(exc, RejectedInput):
+                log.warning("%s body from %s could not be split (dead-lettered): %s", runtime, gateway, refusal.detail,
+                            exc_info=log.isEnabledFor(logging.DEBUG))
+            dl = body_dead_letter(refusal, body, source=source, received_at_ms=received)
             _where, failed = await self._durable([self._dl_record(dl)])
             if failed is not None:
                 return failed
-            return self._dead_lettered(400, e, len(body))
+            return self._dead_lettered(404 if not known else 400, refusal, len(body))
         accepted, rejected = process(items, runtime, gateway=gateway, received_at_ms=received,
                                      privacy_mode=self.cfg.privacy_mode, source=source)
         topic = self._hook_events
