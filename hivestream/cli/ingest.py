@@ -27,6 +27,7 @@ def ingest(
     produce_timeout_s: Annotated[float, typer.Option("--produce-timeout", help="seconds to wait for the broker before spooling")] = 5.0,
     access_log: Annotated[bool, typer.Option("--access-log", help="log one line per request")] = False,
     reuse_port: Annotated[bool, typer.Option("--reuse-port", help="SO_REUSEPORT: several ingest processes share --port (each its own --spool-dir)")] = False,
+    metrics_auth: Annotated[bool, typer.Option("--metrics-auth", help="GET /metrics needs a bearer token of --tokens-file")] = False,
     bootstrap: BootstrapOpt = None,
     kafka_config: KafkaConfigOpt = None,
     namespace: NamespaceOpt = None,
@@ -43,7 +44,7 @@ def ingest(
 
     from hivestream.ingest.server import ConfigError, IngestConfig, run
     from streams.experiences.settings import KbSettings
-    from streams.ingest.auth import TokenTable, parse_tokens
+    from streams.ingest.auth import TokenTable, load_tokens
     from streams.kafka.errors import KafkaSetupError, scrub_logging
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
@@ -60,15 +61,16 @@ def ingest(
     entries = []
     if tokens_file is not None:
         try:
-            entries = parse_tokens(tokens_file.read_text(encoding="utf-8"))
+            entries = load_tokens(tokens_file.read_text(encoding="utf-8"))
         except (OSError, ValueError) as e:
             print(f"error: {tokens_file}: {e}", file=sys.stderr)
             raise typer.Exit(2) from e
+
     cfg = IngestConfig(host=host, port=port, tokens=TokenTable(entries), connection=conn, namespace=s.topic_namespace,
                        partitions=s.partitions, replication_factor=s.replication_factor, min_insync_replicas=s.min_insync_replicas,
                        spool_dir=spool_dir, spool_max_bytes=spool_max_bytes, max_body_bytes=max_body_bytes,
                        read_timeout_s=read_timeout_s, produce_timeout_s=produce_timeout_s, privacy_mode=KbSettings().privacy_mode,
-                       access_log=access_log, reuse_port=reuse_port)
+                       access_log=access_log, reuse_port=reuse_port, metrics_auth=metrics_auth)
 
     def ready(p: int) -> None:
         print(f"hivestream ingest: listening on http://{host}:{p}", file=sys.stderr, flush=True)

@@ -14,7 +14,8 @@ so the size limit and the slow-client timeout apply while reading). Routes:
   ``413`` over ``max_body_bytes``; ``503`` with ``Retry-After`` when the broker did not take the
   records and the spool is full or failing (nothing was promised, so the client keeps them).
 * ``GET /healthz``: ``200 {"status": "ok", ...}``, ``503`` while the spool is full.
-* ``GET /metrics``: Prometheus text (:mod:`hivestream.ingest.metrics`).
+* ``GET /metrics``: Prometheus text (:mod:`hivestream.ingest.metrics`); with ``metrics_auth``
+  only for a bearer token of the tokens file.
 
 Tokens are never logged; the access log is off unless asked for. The event loop is uvloop's (libuv)
 when it is installed (a dependency), and answers are serialised by orjson. ``reuse_port`` lets
@@ -74,6 +75,7 @@ class IngestConfig:
         retry_after_s: the ``Retry-After`` of a 503 (seconds).
         access_log: log one line per request (never the Authorization header).
         reuse_port: bind with ``SO_REUSEPORT`` so several processes share ``port`` (Linux, BSD).
+        metrics_auth: ``GET /metrics`` needs a bearer token of ``tokens`` too (401 without).
     """
 
     host: str = "127.0.0.1"
@@ -93,6 +95,7 @@ class IngestConfig:
     retry_after_s: int = 5
     access_log: bool = False
     reuse_port: bool = False
+    metrics_auth: bool = False
 
 
 class ConfigError(ValueError):
@@ -103,10 +106,13 @@ def check_bind(cfg: IngestConfig) -> None:
     """Refuse a non-loopback bind without tokens.
 
     Raises:
-        ConfigError: when ``cfg.host`` is not loopback and no token is configured.
+        ConfigError: when ``cfg.host`` is not loopback, or ``cfg.metrics_auth`` is set, and no
+            token is configured.
     """
     if not is_loopback(cfg.host) and len(cfg.tokens) == 0:
         raise ConfigError(f"refusing to listen on {cfg.host}: a non-loopback address needs --tokens-file (HIVESTREAM_INGEST_TOKENS_FILE)")
+    if cfg.metrics_auth and len(cfg.tokens) == 0:
+        raise ConfigError("--metrics-auth needs --tokens-file (HIVESTREAM_INGEST_TOKENS_FILE): /metrics takes the gateways' tokens")
 
 
 class _TooLarge(Exception):
@@ -262,8 +268,10 @@ class IngestApp:
         ready, body = self.sink.health()
         return web.Response(body=orjson.dumps(body), status=200 if ready else 503, content_type="application/json")
 
-    async def metrics_text(self, _request: web.Request) -> web.Response:
-        """``GET /metrics``: Prometheus text format."""
+    async def metrics_text(self, request: web.Request) -> web.Response:
+        """``GET /metrics``: Prometheus text format (401 without a gateway's token when ``metrics_auth``)."""
+        if self.cfg.metrics_auth and self.cfg.tokens.gateway_for(request.headers.get("Authorization")) is None:
+            return self._reject(401, "unauthorized", "missing or unknown bearer token", {"WWW-Authenticate": 'Bearer realm="hivestream"'})
         return web.Response(body=self.metrics.render(self.sink), headers={"Content-Type": CONTENT_TYPE})
 
     def build(self) -> web.Application:
