@@ -41,7 +41,7 @@ from hivestream.ingest.metrics import CONTENT_TYPE, IngestMetrics
 from hivestream.ingest.record_sink import Record, RecordSink
 from hivestream.ingest.refusal import SinkFull
 from hivestream.ingest.sink import DurableSink
-from hivestream.ingest.spool import Spool
+from hivestream.ingest.spool import Spool, default_spool_dir
 from streams.ingest.auth import TokenTable, is_loopback
 from streams.ingest.payloads import ROUTE_RUNTIMES, body_dead_letter, process, split_body
 from streams.kafka.connection import DEFAULT_BOOTSTRAP, ConnectionLike
@@ -66,7 +66,7 @@ class IngestConfig:
         namespace: topic namespace.
         partitions: partition count of topics created at start.
         replication_factor, min_insync_replicas: of the topics created at start (None: the broker's defaults).
-        spool_dir: the durable spool directory.
+        spool_dir: the durable spool directory (one process each; default :func:`~hivestream.ingest.spool.default_spool_dir`).
         spool_max_bytes: bound of the spool (bytes).
         max_body_bytes: largest request body (bytes; larger: 413).
         read_timeout_s: time allowed to receive a whole body (seconds; slower: 408).
@@ -86,7 +86,7 @@ class IngestConfig:
     partitions: int = 4
     replication_factor: int | None = None
     min_insync_replicas: int | None = None
-    spool_dir: Path = Path(".hivestream-ingest-spool")
+    spool_dir: Path = field(default_factory=default_spool_dir)
     spool_max_bytes: int = 1 << 30
     max_body_bytes: int = 1 << 20
     read_timeout_s: float = 10.0
@@ -287,9 +287,10 @@ def make_sink(cfg: IngestConfig, metrics: IngestMetrics) -> DurableSink:
     """The server's sink: the spool in ``cfg.spool_dir`` and a producer on ``cfg.connection``.
 
     Raises:
+        hivestream.ingest.spool.SpoolInUse: another process serves from that spool directory.
         OSError: when the spool directory cannot be opened.
     """
-    spool = Spool(cfg.spool_dir, max_bytes=cfg.spool_max_bytes)
+    spool = Spool(cfg.spool_dir, max_bytes=cfg.spool_max_bytes, lock=True)
     return DurableSink(cfg.connection, spool, produce_timeout_s=cfg.produce_timeout_s,
                        topic_specs=Topics(cfg.namespace).specs(cfg.partitions), replication_factor=cfg.replication_factor,
                        min_insync_replicas=cfg.min_insync_replicas, on_produce_latency=metrics.latency.observe)
