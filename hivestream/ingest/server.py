@@ -13,7 +13,8 @@ so the size limit and the slow-client timeout apply while reading). Routes:
   drop a refused payload on; ``401`` without a valid token; ``408`` when the body does not arrive within the read timeout;
   ``413`` over ``max_body_bytes``; ``503`` with ``Retry-After`` when the broker did not take the
   records and the spool is full or failing (nothing was promised, so the client keeps them).
-* ``GET /healthz``: ``200 {"status": "ok", ...}``, ``503`` while the spool is full.
+* ``GET /healthz``: ``200 {"status": "ok", ...}``; ``503`` whenever a POST would be refused
+  (``spool_full``, ``disk_full``, ``spool_error``: see :meth:`DurableSink.health`).
 * ``GET /metrics``: Prometheus text (:mod:`hivestream.ingest.metrics`); with ``metrics_auth``
   only for a bearer token of the tokens file.
 
@@ -293,7 +294,8 @@ def make_sink(cfg: IngestConfig, metrics: IngestMetrics) -> DurableSink:
     spool = Spool(cfg.spool_dir, max_bytes=cfg.spool_max_bytes, lock=True)
     return DurableSink(cfg.connection, spool, produce_timeout_s=cfg.produce_timeout_s,
                        topic_specs=Topics(cfg.namespace).specs(cfg.partitions), replication_factor=cfg.replication_factor,
-                       min_insync_replicas=cfg.min_insync_replicas, on_produce_latency=metrics.latency.observe)
+                       min_insync_replicas=cfg.min_insync_replicas, on_produce_latency=metrics.latency.observe,
+                       headroom_bytes=2 * cfg.max_body_bytes + (64 << 10))
 
 
 async def serve(cfg: IngestConfig, stop: asyncio.Event, on_ready: Callable[[int], None] | None = None,
