@@ -205,8 +205,9 @@ def test_install_merges_is_idempotent_and_uninstall_restores() -> None:
 
 
 def test_is_ours_recognises_only_hivestream_handlers() -> None:
-    assert is_ours({"type": "command", "command": "/venv/bin/hivestream hook codex --url http://x"})
-    assert is_ours({"type": "http", "url": "http://h:8787/v1/hooks/claude-code"})
+    assert is_ours({"type": "command", "command": "/venv/bin/hivestream hook codex --url http://x"})  # as earlier versions wrote it
+    assert is_ours(http_handler("http://h:8787", "claude-code"))
+    assert not is_ours({"type": "http", "url": "http://h:8787/v1/hooks/claude-code"})  # the shape of a URL is not a marker
     assert not is_ours({"type": "command", "command": "hivestream-notes sync"})
     assert not is_ours({"type": "http", "url": "http://h/other"})
 

@@ -141,6 +141,8 @@ def _options(argv: list[str]) -> tuple[dict[str, str], list[str]]:
     for a in it:
         if a == "--detach":
             opts["detach"] = "1"
+        elif a == "--hivestream-managed":  # the marker ``hooks install`` writes (hivestream.hooks.config.MARK_ARG)
+            continue
         elif a.startswith("--") and a[2:].split("=", 1)[0] in {"url", "spool-dir", "timeout", "flush-max", "chain"}:
             k, eq, v = a[2:].partition("=")
             opts[k] = v if eq else next(it, "")
