@@ -103,3 +103,16 @@ def test_an_abandoned_claim_is_sent(stand: AnswerStand, tmp_path: Path) -> None:
     r = _run(stand, spool, tmp_path)
     assert r.returncode == 0, r.stderr
     assert sorted(_sent_ids(stand)) == ["m-live", "m7"] and not list(spool.iterdir())
+
+
+def test_a_directory_named_like_a_claim_is_left_alone_and_blocks_nothing(stand: AnswerStand, tmp_path: Path) -> None:
+    spool = tmp_path / "spool"
+    spool.mkdir()
+    dead = subprocess.run(["node", "-e", "console.log(process.pid)"], capture_output=True, text=True, check=True)
+    (spool / f"pending.ndjson.{int(dead.stdout)}.1.sending").mkdir()
+    (spool / f"pending.ndjson.{int(dead.stdout)}.2.sending").write_text(_line(8, 10))
+    (spool / "pending.ndjson").write_text(_line(9, 10))
+    r = _run(stand, spool, tmp_path)
+    assert r.returncode == 0 and "could not post" not in r.stderr, r.stderr
+    assert sorted(_sent_ids(stand)) == ["m-live", "m8", "m9"]
+    assert [p.name for p in spool.iterdir()] == [f"pending.ndjson.{int(dead.stdout)}.1.sending"]

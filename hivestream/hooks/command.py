@@ -206,7 +206,11 @@ def main(argv: list[str]) -> int:
 
     if runtime == "flush":
         fallback = fallback_spool_dir()
-        res = flush([spool, fallback], send, None, None)
+        try:
+            res = flush([spool, fallback], send, None, None)
+        except OSError as e:  # e.g. retry/ is a file: one line, the payloads stay where they are
+            print(f"hivestream hook flush: {e}", file=sys.stderr)
+            return 1
         also = f" (and {fallback})" if fallback.is_dir() and fallback != spool else ""
         failed = f"; {res.failed} failed this time, kept in retry/" if res.failed else ""
         print(f"hivestream hook flush: forwarded {res.forwarded}, {res.left} left in {spool}{also}{failed}", file=sys.stderr)

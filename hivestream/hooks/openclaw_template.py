@@ -79,7 +79,8 @@ function alive(pid) {
   }
 }
 
-// claims pending.ndjson and the claims of processes that are gone, by atomic renames
+// claims pending.ndjson, the claims of processes that are gone and this process's own leftovers
+// (a flush that failed half-way; only one flush runs at a time), by atomic renames
 async function claimAll() {
   const claimed = [];
   const name = () => SPOOL + "." + process.pid + "." + Date.now() + "." + claimed.length + ".sending";
@@ -88,13 +89,15 @@ async function claimAll() {
     await rename(SPOOL, mine);
     claimed.push(mine);
   } catch {}
-  let names = [];
+  let entries = [];
   try {
-    names = await readdir(SPOOL_DIR);
+    entries = await readdir(SPOOL_DIR, { withFileTypes: true });
   } catch {}
-  for (const n of names) {
+  for (const e of entries) {
+    const n = e.name;
     const m = CLAIM.exec(n);
-    if (!m || Number(m[1]) === process.pid || alive(Number(m[1]))) continue;
+    if (!m || !e.isFile() || claimed.includes(join(SPOOL_DIR, n))) continue;
+    if (Number(m[1]) !== process.pid && alive(Number(m[1]))) continue;
     mine = name();
     try {
       await rename(join(SPOOL_DIR, n), mine);
@@ -131,7 +134,13 @@ async function flushSpool() {
   flushing = true;
   try {
     for (const claimed of await claimAll()) {
-      const text = await readFile(claimed, "utf8");
+      let text;
+      try {
+        text = await readFile(claimed, "utf8");
+      } catch (err) {
+        console.error("[hivestream] cannot read " + claimed + ":", err.message);
+        continue;
+      }
       const queue = batches(text.split("\n").filter((l) => l.trim()));
       let kept = "";
       let aside = "";
