@@ -23,6 +23,7 @@ class Stand:
 
     def __init__(self) -> None:
         self.status = 200
+        self.answer = b"{}"
         self.seen: list[tuple[str, str | None, bytes]] = []
         stand = self
 
@@ -34,9 +35,9 @@ class Stand:
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 stand.seen.append((self.path, self.headers.get("Authorization"), body))
                 self.send_response(stand.status)
-                self.send_header("Content-Length", "2")
+                self.send_header("Content-Length", str(len(stand.answer)))
                 self.end_headers()
-                self.wfile.write(b"{}")
+                self.wfile.write(stand.answer)
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), H)
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
@@ -97,7 +98,7 @@ def test_server_down_exits_zero_within_the_timeout(tmp_path: Path) -> None:
 
 def test_final_rejections_are_not_kept_and_413_is_set_aside(stand: Stand, tmp_path: Path) -> None:
     env = {"HIVESTREAM_INGEST_URL": stand.url, "HIVESTREAM_SPOOL_DIR": str(tmp_path)}
-    stand.status = 422
+    stand.status, stand.answer = 422, b'{"error": "unknown_payload", "dead_lettered": 1, "truncated": false}'  # the server's verdict
     assert hook(["claude-code"], env, json.dumps(PROMPT)).returncode == 0
     assert not list(tmp_path.glob("*.hook"))
     stand.status = 413

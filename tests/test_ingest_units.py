@@ -173,11 +173,11 @@ def test_the_depth_walk_is_skipped_only_when_the_body_cannot_nest_that_deep() ->
     for _ in range(MAX_DEPTH - 1):  # with the payload object: exactly the limit
         deep = [deep]
     items = split_body(json.dumps([{**PROMPT, "extra": deep}, {**PROMPT, "extra": [deep]}]).encode())
-    assert not any(it.shallow for it in items)  # so each payload is walked
+    assert items[0].shallow and items[1].error is not None  # each payload was walked (in split_body, before anything recursive)
     acc, rej = process(items, "auto", gateway="gw-a", received_at_ms=1_800_000_000_000, privacy_mode=RedactionMode.STRICT, source="t")
     assert [a.index for a in acc] == [0] and [r.index for r in rej] == [1] and "deeper" in rej[0].detail
     braces = json.dumps({**PROMPT, "prompt": "{[" * 100}).encode()  # brackets inside strings only make it walk
-    assert not split_body(braces)[0].shallow and len(_run(braces)[0]) == 1
+    assert split_body(braces)[0].error is None and len(_run(braces)[0]) == 1
 
 
 def test_knowhub_payloads_are_redacted_before_the_topic() -> None:
@@ -205,8 +205,9 @@ def test_install_merges_is_idempotent_and_uninstall_restores() -> None:
 
 
 def test_is_ours_recognises_only_hivestream_handlers() -> None:
-    assert is_ours({"type": "command", "command": "/venv/bin/hivestream hook codex --url http://x"})
-    assert is_ours({"type": "http", "url": "http://h:8787/v1/hooks/claude-code"})
+    assert is_ours({"type": "command", "command": "/venv/bin/hivestream hook codex --url http://x"})  # as earlier versions wrote it
+    assert is_ours(http_handler("http://h:8787", "claude-code"))
+    assert not is_ours({"type": "http", "url": "http://h:8787/v1/hooks/claude-code"})  # the shape of a URL is not a marker
     assert not is_ours({"type": "command", "command": "hivestream-notes sync"})
     assert not is_ours({"type": "http", "url": "http://h/other"})
 

@@ -19,14 +19,15 @@ def ingest(
     port: Annotated[int, typer.Option("--port", help="TCP port (0: any free port)")] = 8787,
     tokens_file: Annotated[Path | None, typer.Option("--tokens-file", envvar="HIVESTREAM_INGEST_TOKENS_FILE",
                                                      help="'GATEWAY_ID TOKEN' per line (TOKEN may be sha256:HEX)")] = None,
-    spool_dir: Annotated[Path, typer.Option("--spool-dir", envvar="HIVESTREAM_SPOOL_DIR", help="durable spool directory")] = Path(
-        ".hivestream-ingest-spool"),
+    spool_dir: Annotated[Path | None, typer.Option("--spool-dir", envvar="HIVESTREAM_SPOOL_DIR",
+                                                   help="durable spool directory, one process each (default ~/.local/state/hivestream/ingest-spool)")] = None,
     spool_max_bytes: Annotated[int, typer.Option("--spool-max-bytes", help="bound of the spool (bytes)")] = 1 << 30,
     max_body_bytes: Annotated[int, typer.Option("--max-body-bytes", help="largest request body (bytes)")] = 1 << 20,
     read_timeout_s: Annotated[float, typer.Option("--read-timeout", help="seconds allowed to receive a body")] = 10.0,
     produce_timeout_s: Annotated[float, typer.Option("--produce-timeout", help="seconds to wait for the broker before spooling")] = 5.0,
     access_log: Annotated[bool, typer.Option("--access-log", help="log one line per request")] = False,
     reuse_port: Annotated[bool, typer.Option("--reuse-port", help="SO_REUSEPORT: several ingest processes share --port (each its own --spool-dir)")] = False,
+    metrics_auth: Annotated[bool, typer.Option("--metrics-auth", help="GET /metrics needs a bearer token of --tokens-file")] = False,
     bootstrap: BootstrapOpt = None,
     kafka_config: KafkaConfigOpt = None,
     namespace: NamespaceOpt = None,
@@ -42,8 +43,9 @@ def ingest(
     import logging
 
     from hivestream.ingest.server import ConfigError, IngestConfig, run
+    from hivestream.ingest.spool import default_spool_dir
     from streams.experiences.settings import KbSettings
-    from streams.ingest.auth import TokenTable, parse_tokens
+    from streams.ingest.auth import TokenTable, load_tokens
     from streams.kafka.errors import KafkaSetupError, scrub_logging
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
@@ -60,15 +62,16 @@ def ingest(
     entries = []
     if tokens_file is not None:
         try:
-            entries = parse_tokens(tokens_file.read_text(encoding="utf-8"))
+            entries = load_tokens(tokens_file.read_text(encoding="utf-8"))
         except (OSError, ValueError) as e:
             print(f"error: {tokens_file}: {e}", file=sys.stderr)
             raise typer.Exit(2) from e
+
     cfg = IngestConfig(host=host, port=port, tokens=TokenTable(entries), connection=conn, namespace=s.topic_namespace,
                        partitions=s.partitions, replication_factor=s.replication_factor, min_insync_replicas=s.min_insync_replicas,
-                       spool_dir=spool_dir, spool_max_bytes=spool_max_bytes, max_body_bytes=max_body_bytes,
+                       spool_dir=spool_dir or default_spool_dir(), spool_max_bytes=spool_max_bytes, max_body_bytes=max_body_bytes,
                        read_timeout_s=read_timeout_s, produce_timeout_s=produce_timeout_s, privacy_mode=KbSettings().privacy_mode,
-                       access_log=access_log, reuse_port=reuse_port)
+                       access_log=access_log, reuse_port=reuse_port, metrics_auth=metrics_auth)
 
     def ready(p: int) -> None:
         print(f"hivestream ingest: listening on http://{host}:{p}", file=sys.stderr, flush=True)

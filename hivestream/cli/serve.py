@@ -70,14 +70,14 @@ def _serve(db: Path, log_dir: Path, host: str, port: int, tokens_file: Path | No
     from projections.frames.sink import MetaMismatch
     from streams.experiences.extract import ChatClient
     from streams.experiences.settings import KbSettings
-    from streams.ingest.auth import TokenTable, parse_tokens
+    from streams.ingest.auth import TokenTable, load_tokens
     from streams.settings import Settings
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     entries = []
     if tokens_file is not None:
         try:
-            entries = parse_tokens(tokens_file.read_text(encoding="utf-8"))
+            entries = load_tokens(tokens_file.read_text(encoding="utf-8"))
         except (OSError, ValueError) as e:
             raise _fail(f"{tokens_file}: {e}") from e
     overrides: dict[str, object] = {}

@@ -5,12 +5,12 @@ hook firing: the payload comes on stdin, or as the last argument (``codex-notify
 payload to ``$HIVESTREAM_INGEST_URL/v1/hooks/RUNTIME`` (``--url``; bearer token from
 ``HIVESTREAM_INGEST_TOKEN``) with a short timeout (``--timeout``, default 2 s). A payload without a
 time field is stamped with ``event_time_ms`` first, so a later retry is the same event (same event
-id). When the post fails (no server, timeout, 401, 408, 429, 5xx) the payload is written to the
-local spool (``--spool-dir`` / ``HIVESTREAM_SPOOL_DIR``, default ``~/.hivestream/hook-spool``), one
-fsync'd checksummed file per payload, renamed into place atomically; the next successful call
-forwards up to ``--flush-max`` (default 20) spooled payloads within the same time budget, and
-``hivestream hook flush`` drains them all. A payload the server rejects for good (400, 404, 422:
-the server dead-lettered it) is not kept; a 413 is kept under ``rejected/`` for inspection.
+id). The answer is judged by :mod:`hivestream.hooks.delivery`: the payload is dropped only after a
+2xx or the server's JSON verdict that it was dead-lettered whole; otherwise it is written to the
+local spool (:mod:`hivestream.hooks.hook_spool`; ``--spool-dir`` / ``HIVESTREAM_SPOOL_DIR``,
+default ``~/.hivestream/hook-spool``) with one stderr line. The next successful call forwards up to
+``--flush-max`` (default 20) spooled payloads within the same time budget, and ``hivestream hook
+flush`` drains them all (the fallback spool too).
 
 Always exits 0 and writes nothing to stdout (a runtime may read a hook's stdout as a decision);
 problems go to stderr in one line. Imports only the standard library and the spool record format,
@@ -19,7 +19,6 @@ so it starts fast (see ``bench/bench_ingest.py``).
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import socket
@@ -28,13 +27,13 @@ import time
 import urllib.parse
 from pathlib import Path
 
-from hivestream.ingest.spool import fsync_dir
-from streams.ingest.spool_format import decode_records, encode_record
+from hivestream.hooks.delivery import Verdict, verdict_of
+from hivestream.hooks.hook_spool import fallback_spool_dir, flush, spool_read, spool_somewhere, spool_write
+
+__all__ = ["main", "post", "spool_read", "spool_write", "stamp"]
 
 RUNTIMES = ("claude-code", "codex", "codex-notify", "openclaw", "openclaw-plugin", "knowhub", "prefixed", "auto")
 DEFAULT_URL = "http://127.0.0.1:8787"
-FINAL = {400, 404, 422}  # the server answered for good and dead-lettered what it rejected
-STALE_INFLIGHT_S = 300
 MAX_STDIN_BYTES = 16 << 20
 _TIME_FIELDS = ("event_time_ms", "timestamp", "ts", "time", "event_time", "received_at")
 
@@ -58,12 +57,30 @@ def stamp(body: bytes, now_ms: int) -> bytes:
     return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "surrogatepass")
 
 
-def post(url: str, runtime: str, body: bytes, token: str | None, timeout_s: float) -> int:
-    """POST ``body`` to ``url/v1/hooks/runtime``; the HTTP status, or 0 when no answer came.
+MAX_ANSWER_BYTES = 1 << 20
+
+
+def _parse_answer(raw: bytes) -> tuple[int, bytes]:
+    """``(status, body)`` of a raw HTTP/1.1 answer (``(0, b"")`` when it has no status line)."""
+    head, _, body = raw.partition(b"\r\n\r\n")
+    lines = head.split(b"\r\n")
+    parts = lines[0].split()
+    if len(parts) < 2 or not parts[0].startswith(b"HTTP/") or not parts[1].isdigit():
+        return 0, b""
+    for ln in lines[1:]:
+        k, _, v = ln.partition(b":")
+        if k.strip().lower() == b"content-length" and v.strip().isdigit():
+            body = body[: int(v.strip())]
+    return int(parts[1]), body
+
+
+def post(url: str, runtime: str, body: bytes, token: str | None, timeout_s: float) -> tuple[int, bytes]:
+    """POST ``body`` to ``url/v1/hooks/runtime``; ``(status, answer body)``, ``(0, b"")`` when no
+    answer came (the body is read up to 1 MiB within the same timeout; cut short, it proves nothing).
 
     Plain ``http`` URLs use a minimal HTTP/1.1 exchange on a socket (``http.client`` alone costs
     tens of milliseconds to import); ``https`` uses :mod:`http.client`. Never raises for network
-    errors (0 is returned).
+    errors.
     """
     u = urllib.parse.urlsplit(url)
     path = (u.path.rstrip("/") or "") + f"/v1/hooks/{runtime}"
@@ -79,8 +96,7 @@ def post(url: str, runtime: str, body: bytes, token: str | None, timeout_s: floa
             try:
                 conn.request("POST", path, body=body, headers=headers)
                 resp = conn.getresponse()
-                resp.read()
-                return resp.status
+                return resp.status, resp.read(MAX_ANSWER_BYTES)
             finally:
                 conn.close()
         deadline = time.monotonic() + timeout_s
@@ -88,116 +104,34 @@ def post(url: str, runtime: str, body: bytes, token: str | None, timeout_s: floa
             head = f"POST {path} HTTP/1.1\r\n" + "".join(f"{k}: {v}\r\n" for k, v in headers.items()) + "\r\n"
             s.sendall(head.encode("latin-1") + body)
             buf = b""
-            while b"\r\n" not in buf:
+            while len(buf) < MAX_ANSWER_BYTES:
                 s.settimeout(max(0.01, deadline - time.monotonic()))
-                chunk = s.recv(4096)
+                try:
+                    chunk = s.recv(65536)
+                except TimeoutError:
+                    break  # what came so far: a status without its whole body proves nothing
                 if not chunk:
-                    return 0
+                    break
                 buf += chunk
-            parts = buf.split(b"\r\n", 1)[0].split()
-            return int(parts[1]) if len(parts) >= 2 and parts[0].startswith(b"HTTP/") and parts[1].isdigit() else 0
+                status, answer = _parse_answer(buf)
+                if status and b"\r\n\r\n" in buf and _complete(buf):
+                    return status, answer
+            return _parse_answer(buf)
     except (OSError, ValueError):
-        return 0
+        return 0, b""
     except Exception as e:  # http.client.HTTPException for https
         print(f"hivestream hook: {type(e).__name__}: {e}", file=sys.stderr)
-        return 0
+        return 0, b""
 
 
-
-
-def spool_write(spool: Path, runtime: str, body: bytes, sub: str = "") -> Path:
-    """Write one payload durably as ``<spool>[/sub]/<ns>-<pid>.hook`` (tmp file, fsync, rename).
-
-    Raises:
-        OSError: when the directory or file cannot be written.
-    """
-    d = spool / sub if sub else spool
-    d.mkdir(parents=True, exist_ok=True, mode=0o700)
-    name = f"{time.time_ns():020d}-{os.getpid()}-{os.urandom(3).hex()}.hook"
-    tmp = d / f".tmp-{name}"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    try:
-        os.write(fd, encode_record(runtime.encode() + b"\n" + body))
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    final = d / name
-    os.rename(tmp, final)
-    fsync_dir(d)
-    return final
-
-
-def _spool_somewhere(spool: Path, runtime: str, body: bytes, sub: str = "") -> Path:
-    """:func:`spool_write` into ``spool``, or, when that fails (the path is a file, not writable, ...),
-    into a per-user fallback spool under the temp directory; returns the file written.
-
-    Raises:
-        OSError: when neither can be written.
-    """
-    try:
-        return spool_write(spool, runtime, body, sub)
-    except OSError as e:
-        import tempfile  # only on this rare path: the hook starts with the standard library's cheapest modules
-
-        fallback = Path(tempfile.gettempdir()) / f"hivestream-hook-spool-{os.getuid()}"
-        print(f"hivestream hook: cannot spool in {spool} ({e}); using {fallback} (flush it with --spool-dir)", file=sys.stderr)
-        return spool_write(fallback, runtime, body, sub)
-
-
-def spool_read(path: Path) -> tuple[str, bytes] | None:
-    """``(runtime, body)`` of a spooled file, or ``None`` when it is torn or corrupt."""
-    dec = decode_records(path.read_bytes())
-    if len(dec.records) != 1 or dec.skipped_bytes:
-        return None
-    runtime, _, body = dec.records[0].partition(b"\n")
-    return runtime.decode("utf-8", "replace"), body
-
-
-def _reclaim_stale(spool: Path) -> None:
-    now = time.time()
-    for p in spool.glob(".inflight-*"):
-        with contextlib.suppress(OSError):
-            if now - p.stat().st_mtime > STALE_INFLIGHT_S:
-                os.rename(p, spool / p.name.split("-", 2)[2])
-
-
-def flush(spool: Path, url: str, token: str | None, timeout_s: float, max_items: int | None, deadline: float | None) -> tuple[int, int]:
-    """Forward spooled payloads oldest first until one fails, ``max_items`` or ``deadline``.
-
-    Each file is claimed by renaming it (so concurrent flushes never post one payload twice),
-    deleted once the server answered 2xx (or rejected it for good), put back otherwise.
-
-    Returns:
-        ``(forwarded, left)``: payloads forwarded now and payloads still spooled.
-    """
-    if not spool.is_dir():
-        return 0, 0
-    _reclaim_stale(spool)
-    done = 0
-    for p in sorted(spool.glob("*.hook")):
-        if (max_items is not None and done >= max_items) or (deadline is not None and time.monotonic() >= deadline):
-            break
-        claimed = spool / f".inflight-{os.getpid()}-{p.name}"
-        try:
-            os.rename(p, claimed)
-        except OSError:
-            continue  # another flush took it
-        item = spool_read(claimed)
-        if item is None:
-            (spool / "corrupt").mkdir(exist_ok=True, mode=0o700)
-            os.rename(claimed, spool / "corrupt" / p.name)
-            continue
-        status = post(url, item[0], item[1], token, timeout_s)
-        if 200 <= status < 300 or status in FINAL:
-            claimed.unlink()
-            done += 1
-        elif status == 413:
-            (spool / "rejected").mkdir(exist_ok=True, mode=0o700)
-            os.rename(claimed, spool / "rejected" / p.name)
-        else:
-            os.rename(claimed, p)
-            break
-    return done, sum(1 for _ in spool.glob("*.hook"))
+def _complete(raw: bytes) -> bool:
+    """True when ``raw`` holds a whole answer according to its ``Content-Length``."""
+    head, _, body = raw.partition(b"\r\n\r\n")
+    for ln in head.split(b"\r\n")[1:]:
+        k, _, v = ln.partition(b":")
+        if k.strip().lower() == b"content-length" and v.strip().isdigit():
+            return len(body) >= int(v.strip())
+    return False
 
 
 def _options(argv: list[str]) -> tuple[dict[str, str], list[str]]:
@@ -207,6 +141,8 @@ def _options(argv: list[str]) -> tuple[dict[str, str], list[str]]:
     for a in it:
         if a == "--detach":
             opts["detach"] = "1"
+        elif a == "--hivestream-managed":  # the marker ``hooks install`` writes (hivestream.hooks.config.MARK_ARG)
+            continue
         elif a.startswith("--") and a[2:].split("=", 1)[0] in {"url", "spool-dir", "timeout", "flush-max", "chain"}:
             k, eq, v = a[2:].partition("=")
             opts[k] = v if eq else next(it, "")
@@ -265,10 +201,20 @@ def main(argv: list[str]) -> int:
         print("usage: hivestream hook RUNTIME|flush [--url U] [--spool-dir D] [--timeout S] [PAYLOAD]", file=sys.stderr)
         return 0
     runtime = rest[0]
+    def send(rt: str, payload: bytes) -> tuple[int, bytes]:
+        return post(url, rt, payload, token, timeout_s)
+
     if runtime == "flush":
-        done, left = flush(spool, url, token, timeout_s, None, None)
-        print(f"hivestream hook flush: forwarded {done}, {left} left in {spool}", file=sys.stderr)
-        return 0 if left == 0 else 1
+        fallback = fallback_spool_dir()
+        try:
+            res = flush([spool, fallback], send, None, None)
+        except OSError as e:  # e.g. retry/ is a file: one line, the payloads stay where they are
+            print(f"hivestream hook flush: {e}", file=sys.stderr)
+            return 1
+        also = f" (and {fallback})" if fallback.is_dir() and fallback != spool else ""
+        failed = f"; {res.failed} failed this time, kept in retry/" if res.failed else ""
+        print(f"hivestream hook flush: forwarded {res.forwarded}, {res.left} left in {spool}{also}{failed}", file=sys.stderr)
+        return 0 if res.left == 0 else 1
     if runtime not in RUNTIMES:
         print(f"hivestream hook: unknown runtime {runtime!r} (one of {', '.join(RUNTIMES)})", file=sys.stderr)
         return 0
@@ -284,15 +230,18 @@ def main(argv: list[str]) -> int:
         role = _detach() if opts.get("detach") else "none"
         if role == "parent":
             return 0
-        status = post(url, runtime, body, token, timeout_s)
-        if 200 <= status < 300:
-            flush(spool, url, token, timeout_s, flush_max, start + timeout_s)
-        elif status == 413:
-            kept = _spool_somewhere(spool, runtime, body, "rejected")
-            print(f"hivestream hook: payload of {len(body)} bytes is over the server's limit (HTTP 413); kept in {kept}", file=sys.stderr)
-        elif status not in FINAL:
-            kept = _spool_somewhere(spool, runtime, body)
-            print(f"hivestream hook: ingest unavailable (HTTP {status or 'no answer'}); payload spooled in {kept}", file=sys.stderr)
+        status, answer = post(url, runtime, body, token, timeout_s)
+        v = verdict_of(status, answer)
+        if v is Verdict.DELIVERED:
+            flush([spool], send, flush_max, start + timeout_s)
+        elif v is Verdict.DEAD_LETTERED:
+            print(f"hivestream hook: the server refused the payload (HTTP {status}) and dead-lettered it", file=sys.stderr)
+        elif v is Verdict.SET_ASIDE:
+            kept = spool_somewhere(spool, runtime, body, "rejected")
+            print(f"hivestream hook: payload of {len(body)} bytes refused whole by the server (HTTP {status}); kept in {kept}", file=sys.stderr)
+        else:
+            kept = spool_somewhere(spool, runtime, body)
+            print(f"hivestream hook: not delivered (HTTP {status or 'no answer'}); payload spooled in {kept}", file=sys.stderr)
     except Exception as e:  # the hook must never fail the agent's turn
         print(f"hivestream hook: {type(e).__name__}: {e}", file=sys.stderr)
     if role == "child":  # the detached child ends here, without the parent's interpreter cleanup

@@ -2,9 +2,11 @@
 
 * Claude Code ``settings.json`` and Codex ``hooks.json`` share the layout
   ``{"hooks": {EVENT: [{"matcher"?: str, "hooks": [HANDLER, ...]}, ...]}}``. hivestream adds one
-  group per event holding one handler and recognises its own handlers by :func:`is_ours` (an
-  ``http`` handler whose URL ends in ``/v1/hooks/<runtime>``, or a ``command`` handler running
-  ``hivestream hook``), so installing removes its earlier handlers first (idempotent, a changed URL
+  group per event holding one handler and recognises its own handlers by :func:`is_ours`: by the
+  marker it writes into each (the header :data:`MARK_HEADER` of an ``http`` handler, the argument
+  :data:`MARK_ARG` of a ``command`` handler), or, for what earlier versions wrote, by that exact
+  handler (every key and value as they wrote it), never by a URL or a command that merely looks
+  like hivestream's. So installing removes its earlier handlers first (idempotent, a changed URL
   replaces the old one) and uninstalling removes only them, dropping groups and events it emptied.
 * Codex's legacy ``notify`` (``config.toml``): one top-level line ``notify = [argv...]``; an
   existing program is kept as ``--chain JSON`` so it still runs and comes back on uninstall.
@@ -30,30 +32,55 @@ CODEX_EVENTS: dict[str, str | None] = {"UserPromptSubmit": None, "Stop": None, "
 """Codex ``hooks.json`` events hivestream uses."""
 
 TOKEN_ENV = "HIVESTREAM_INGEST_TOKEN"
+MARK_HEADER = "X-Hivestream-Hook"
+"""Header hivestream writes into its ``http`` handlers (the server ignores it)."""
+MARK_ARG = "--hivestream-managed"
+"""Argument hivestream writes into its ``command`` handlers and ``notify`` (``hivestream hook`` ignores it)."""
+_LEGACY_COMMAND = re.compile(r"\S*hivestream[\w.-]*'? hook (claude-code|codex) --url \S+( --detach)?")
+_BEARER = {"Authorization": f"Bearer ${TOKEN_ENV}"}
+
+
+def _legacy(handler: dict[str, Any]) -> bool:
+    """True for a handler exactly as hivestream versions before the marker wrote it."""
+    if handler.get("type") == "http":
+        url = handler.get("url")
+        return (set(handler) == {"type", "url", "headers", "allowedEnvVars", "timeout"} and handler.get("headers") == _BEARER
+                and handler.get("allowedEnvVars") == [TOKEN_ENV] and isinstance(url, str)
+                and bool(re.fullmatch(r"https?://[^\s]+/v1/hooks/claude-code", url)))
+    cmd = handler.get("command")
+    return (handler.get("type") == "command" and set(handler) <= {"type", "command", "timeout", "async"} and isinstance(cmd, str)
+            and bool(_LEGACY_COMMAND.fullmatch(cmd)))
 
 
 def is_ours(handler: Any) -> bool:
-    """True for a handler hivestream installed (http to ``/v1/hooks/...`` or ``hivestream hook``)."""
+    """True for a handler hivestream installed: it carries hivestream's marker (or is exactly
+    what an earlier version wrote); a URL or command of the same shape is not enough."""
     if not isinstance(handler, dict):
         return False
-    url, cmd = handler.get("url"), handler.get("command")
-    if handler.get("type") == "http" and isinstance(url, str) and "/v1/hooks/" in url:
+    headers, cmd = handler.get("headers"), handler.get("command")
+    if handler.get("type") == "http" and isinstance(headers, dict) and MARK_HEADER in headers:
         return True
-    return isinstance(cmd, str) and bool(re.search(r"hivestream[\w.-]*[\"']?\s+hook\s", cmd + " "))
+    if handler.get("type") == "command" and isinstance(cmd, str) and MARK_ARG in cmd.split():
+        return True
+    return _legacy(handler)
 
 
 def http_handler(url: str, runtime: str, timeout_s: int = 5) -> dict[str, Any]:
     """A Claude Code ``http`` hook posting to ``url/v1/hooks/runtime`` with the bearer token from
-    ``$HIVESTREAM_INGEST_TOKEN`` (listed in ``allowedEnvVars`` so Claude Code expands it)."""
-    return {"type": "http", "url": f"{url.rstrip('/')}/v1/hooks/{runtime}", "headers": {"Authorization": f"Bearer ${TOKEN_ENV}"},
+    ``$HIVESTREAM_INGEST_TOKEN`` (listed in ``allowedEnvVars`` so Claude Code expands it) and
+    hivestream's marker header."""
+    return {"type": "http", "url": f"{url.rstrip('/')}/v1/hooks/{runtime}",
+            "headers": {**_BEARER, MARK_HEADER: "installed by hivestream hooks install"},
             "allowedEnvVars": [TOKEN_ENV], "timeout": timeout_s}
 
 
 def command_handler(exe: str, runtime: str, url: str, *, run_async: bool, timeout_s: int = 10) -> dict[str, Any]:
-    """A ``command`` hook running ``exe hook runtime --url url``; with ``run_async`` (Claude Code)
-    ``"async": true`` and ``--detach``, since Claude Code ``-p`` ends a backgrounded hook when it exits."""
+    """A ``command`` hook running ``exe hook runtime --url url`` with hivestream's marker
+    argument; with ``run_async`` (Claude Code) ``"async": true`` and ``--detach``, since Claude
+    Code ``-p`` ends a backgrounded hook when it exits."""
     detach = " --detach" if run_async else ""
-    h: dict[str, Any] = {"type": "command", "command": f"{_quote(exe)} hook {runtime} --url {_quote(url)}{detach}", "timeout": timeout_s}
+    h: dict[str, Any] = {"type": "command", "command": f"{_quote(exe)} hook {runtime} --url {_quote(url)}{detach} {MARK_ARG}",
+                         "timeout": timeout_s}
     if run_async:
         h["async"] = True
     return h
@@ -142,7 +169,7 @@ def _argv_of(line: str) -> list[str]:
 
 def _chained(argv: list[str]) -> list[str] | None:
     """The chained program of a hivestream notify argv, ``[]`` when none, ``None`` when not ours."""
-    if len(argv) < 3 or argv[1:3] != ["hook", "codex-notify"] or "hivestream" not in argv[0]:
+    if len(argv) < 3 or argv[1:3] != ["hook", "codex-notify"] or (MARK_ARG not in argv and "hivestream" not in argv[0]):
         return None
     if "--chain" in argv:
         i = argv.index("--chain")
@@ -166,7 +193,7 @@ def set_notify(toml_text: str, exe: str, url: str) -> str:
     prev = _argv_of(lines[i]) if i is not None else []
     chained = _chained(prev)
     prev = chained if chained is not None else prev
-    argv = [exe, "hook", "codex-notify", "--url", url]
+    argv = [exe, "hook", "codex-notify", "--url", url, MARK_ARG]
     if prev:
         argv += ["--chain", json.dumps(prev)]
     line = "notify = " + json.dumps(argv, ensure_ascii=False)

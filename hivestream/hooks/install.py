@@ -2,7 +2,8 @@
 
 Reads the runtime's configuration, merges with :mod:`hivestream.hooks.config` (pure), and writes it
 back atomically (temporary file + rename, mode kept) after copying the previous file to
-``<file>.hivestream-backup-<UTC time>``. Nothing is written when nothing changes (a second install
+``<file>.hivestream-backup-<UTC time>``. A symlinked file is followed (the target is edited, the
+link kept); a read-only file is one error line and nothing is changed or left behind. Nothing is written when nothing changes (a second install
 is a no-op); ``--dry-run`` prints a unified diff instead. Where the files live (``home`` is
 ``$HOME``, so a test HOME keeps the real one untouched):
 
@@ -15,6 +16,7 @@ is a no-op); ``--dry-run`` prints a unified diff instead. Where the files live (
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import json
 import os
@@ -130,22 +132,48 @@ def plan_for(runtime: str, *, install: bool, url: str, scope: str, command: bool
     return plan, notes
 
 
-def _write(path: Path, text: str | None) -> None:
-    old_mode = path.stat().st_mode & 0o777 if path.exists() else 0o600
-    if path.exists():
+class NotWritable(OSError):
+    """A configuration file hivestream must not (or cannot) change: read-only, or its directory is."""
+
+
+def _write(path: Path, text: str | None) -> Path:
+    """Write ``text`` to ``path`` (``None``: delete it) after a backup; returns the file changed.
+
+    A symlink is followed: its target is edited (and backed up next to it), the link stays. The
+    new text goes to a temporary file in the target's directory, then is renamed over it; on any
+    failure the temporary file is removed.
+
+    Raises:
+        NotWritable: the file (or, to create it, its directory) is read-only.
+        OSError: the write failed (the original file is unchanged).
+    """
+    real = Path(os.path.realpath(path))
+    exists = real.exists()
+    if exists and (not os.access(real, os.W_OK) or not real.stat().st_mode & 0o200):
+        raise NotWritable(f"{real} is read-only; make it writable (chmod u+w) and run again (nothing was changed)")
+    old_mode = real.stat().st_mode & 0o777 if exists else 0o600
+    if exists:
         stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-        backup, n = path.with_name(f"{path.name}.hivestream-backup-{stamp}"), 1
+        backup, n = real.with_name(f"{real.name}.hivestream-backup-{stamp}"), 1
         while backup.exists():
-            backup, n = path.with_name(f"{path.name}.hivestream-backup-{stamp}-{n}"), n + 1
-        shutil.copy2(path, backup)
+            backup, n = real.with_name(f"{real.name}.hivestream-backup-{stamp}-{n}"), n + 1
+        shutil.copy2(real, backup)
     if text is None:
-        path.unlink()
-        return
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.hivestream-tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.chmod(tmp, old_mode)
-    os.replace(tmp, path)
+        real.unlink()
+        return real
+    real.parent.mkdir(parents=True, exist_ok=True)
+    tmp = real.with_name(f".{real.name}.hivestream-tmp-{os.getpid()}")
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.chmod(tmp, old_mode)
+        os.replace(tmp, real)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
+    return real
 
 
 def apply(runtime: str, *, install: bool, url: str, scope: str, command: bool, dry_run: bool, home: Path) -> int:
@@ -165,8 +193,13 @@ def apply(runtime: str, *, install: bool, url: str, scope: str, command: bool, d
             diff = difflib.unified_diff((old or "").splitlines(True), (new or "").splitlines(True), f"{path} (now)", f"{path} (after)")
             sys.stdout.writelines(diff)
             continue
-        _write(path, new)
-        print(f"{'removed' if new is None else 'wrote'} {path}" + (" (previous copy kept as .hivestream-backup-*)" if old is not None else ""))
+        try:
+            real = _write(path, new)
+        except OSError as e:
+            print(f"error: {e if isinstance(e, NotWritable) else f'cannot write {path}: {e.strerror or e}'}", file=sys.stderr)
+            return 2
+        shown = path if real == Path(os.path.abspath(path)) else f"{real} (through the link {path})"
+        print(f"{'removed' if new is None else 'wrote'} {shown}" + (" (previous copy kept as .hivestream-backup-*)" if old is not None else ""))
     if not dry_run and not install and runtime == "openclaw":
         d = next(iter(plan.changes)).parent
         if d.is_dir() and not any(p for p in d.iterdir() if ".hivestream-backup-" not in p.name):

@@ -6,12 +6,17 @@ so the size limit and the slow-client timeout apply while reading). Routes:
 * ``POST /v1/hooks/{runtime}``: one JSON payload, a JSON array or NDJSON
   (:mod:`streams.ingest.payloads`). Answers ``200`` when every accepted payload is durable (broker
   acknowledgement or fsync'd spool) with one result per payload; ``422`` when every payload was
-  rejected; ``400`` for a body that is not JSON (dead-lettered); ``401`` without a valid token;
-  ``404`` for an unknown runtime; ``408`` when the body does not arrive within the read timeout;
+  rejected; ``400`` for a body that is not JSON (dead-lettered); ``404`` for an unknown runtime
+  (the body is dead-lettered too, ``unknown_runtime``). Every answer after a dead letter
+  was written says ``"dead_lettered": N`` and ``"truncated"`` (true when a dead letter keeps only
+  the first 256 KiB of its payload): the verdict :mod:`hivestream.hooks.delivery` lets a client
+  drop a refused payload on; ``401`` without a valid token; ``408`` when the body does not arrive within the read timeout;
   ``413`` over ``max_body_bytes``; ``503`` with ``Retry-After`` when the broker did not take the
   records and the spool is full or failing (nothing was promised, so the client keeps them).
-* ``GET /healthz``: ``200 {"status": "ok", ...}``, ``503`` while the spool is full.
-* ``GET /metrics``: Prometheus text (:mod:`hivestream.ingest.metrics`).
+* ``GET /healthz``: ``200 {"status": "ok", ...}``; ``503`` whenever a POST would be refused
+  (``spool_full``, ``disk_full``, ``spool_error``: see :meth:`DurableSink.health`).
+* ``GET /metrics``: Prometheus text (:mod:`hivestream.ingest.metrics`); with ``metrics_auth``
+  only for a bearer token of the tokens file.
 
 Tokens are never logged; the access log is off unless asked for. The event loop is uvloop's (libuv)
 when it is installed (a dependency), and answers are serialised by orjson. ``reuse_port`` lets
@@ -37,13 +42,13 @@ from hivestream.ingest.metrics import CONTENT_TYPE, IngestMetrics
 from hivestream.ingest.record_sink import Record, RecordSink
 from hivestream.ingest.refusal import SinkFull
 from hivestream.ingest.sink import DurableSink
-from hivestream.ingest.spool import Spool
+from hivestream.ingest.spool import Spool, default_spool_dir
 from streams.ingest.auth import TokenTable, is_loopback
 from streams.ingest.payloads import ROUTE_RUNTIMES, body_dead_letter, process, split_body
 from streams.kafka.connection import DEFAULT_BOOTSTRAP, ConnectionLike
 from streams.kafka.topics import Topics
 from streams.model.clock import wall_clock_ms
-from streams.model.deadletter import DeadLetter, Reason, RejectedInput
+from streams.model.deadletter import MAX_ORIGINAL_BYTES, DeadLetter, Reason, RejectedInput
 from streams.redaction.redact import RedactionMode
 
 log = logging.getLogger("hivestream.ingest")
@@ -62,7 +67,7 @@ class IngestConfig:
         namespace: topic namespace.
         partitions: partition count of topics created at start.
         replication_factor, min_insync_replicas: of the topics created at start (None: the broker's defaults).
-        spool_dir: the durable spool directory.
+        spool_dir: the durable spool directory (one process each; default :func:`~hivestream.ingest.spool.default_spool_dir`).
         spool_max_bytes: bound of the spool (bytes).
         max_body_bytes: largest request body (bytes; larger: 413).
         read_timeout_s: time allowed to receive a whole body (seconds; slower: 408).
@@ -71,6 +76,7 @@ class IngestConfig:
         retry_after_s: the ``Retry-After`` of a 503 (seconds).
         access_log: log one line per request (never the Authorization header).
         reuse_port: bind with ``SO_REUSEPORT`` so several processes share ``port`` (Linux, BSD).
+        metrics_auth: ``GET /metrics`` needs a bearer token of ``tokens`` too (401 without).
     """
 
     host: str = "127.0.0.1"
@@ -81,7 +87,7 @@ class IngestConfig:
     partitions: int = 4
     replication_factor: int | None = None
     min_insync_replicas: int | None = None
-    spool_dir: Path = Path(".hivestream-ingest-spool")
+    spool_dir: Path = field(default_factory=default_spool_dir)
     spool_max_bytes: int = 1 << 30
     max_body_bytes: int = 1 << 20
     read_timeout_s: float = 10.0
@@ -90,6 +96,7 @@ class IngestConfig:
     retry_after_s: int = 5
     access_log: bool = False
     reuse_port: bool = False
+    metrics_auth: bool = False
 
 
 class ConfigError(ValueError):
@@ -100,10 +107,13 @@ def check_bind(cfg: IngestConfig) -> None:
     """Refuse a non-loopback bind without tokens.
 
     Raises:
-        ConfigError: when ``cfg.host`` is not loopback and no token is configured.
+        ConfigError: when ``cfg.host`` is not loopback, or ``cfg.metrics_auth`` is set, and no
+            token is configured.
     """
     if not is_loopback(cfg.host) and len(cfg.tokens) == 0:
         raise ConfigError(f"refusing to listen on {cfg.host}: a non-loopback address needs --tokens-file (HIVESTREAM_INGEST_TOKENS_FILE)")
+    if cfg.metrics_auth and len(cfg.tokens) == 0:
+        raise ConfigError("--metrics-auth needs --tokens-file (HIVESTREAM_INGEST_TOKENS_FILE): /metrics takes the gateways' tokens")
 
 
 class _TooLarge(Exception):
@@ -144,6 +154,26 @@ class IngestApp:
         self.metrics.reject(reason)
         return self._answer(status, {"error": reason, "detail": detail}, headers)
 
+    @staticmethod
+    async def _unread(request: web.Request, resp: web.Response) -> web.Response:
+        """Send ``resp`` and close the connection without reading (or inflating) what is left of
+        the body: aiohttp would otherwise drain it after the answer, for up to 10 s per request."""
+        resp.force_close()
+        await resp.prepare(request)
+        await resp.write_eof()
+        if request.protocol is not None:
+            request.protocol.force_close()
+        return resp
+
+    def _dead_lettered(self, status: int, err: RejectedInput, original_len: int) -> web.Response:
+        """The verdict on a whole body that was dead-lettered: the reason, ``"dead_lettered": 1``
+        and ``"truncated"`` (true when the dead letter keeps only the first
+        :data:`~streams.model.deadletter.MAX_ORIGINAL_BYTES` of the body, so a client keeps it)."""
+        self.metrics.reject(str(err.reason))
+        log.info("refused a request (HTTP %d, dead-lettered): %s: %s", status, err.reason, err.detail[:200])
+        return self._answer(status, {"error": str(err.reason), "detail": err.detail[:500], "dead_lettered": 1,
+                                     "truncated": original_len > MAX_ORIGINAL_BYTES})
+
     def _gateway(self, request: web.Request) -> str | None:
         if self._no_tokens:
             return LOCAL_GATEWAY
@@ -167,13 +197,16 @@ class IngestApp:
         """``POST /v1/hooks/{runtime}``."""
         gateway = self._gateway(request)
         if gateway is None:
-            return self._reject(401, "unauthorized", "missing or unknown bearer token", {"WWW-Authenticate": 'Bearer realm="hivestream"'})
+            return await self._unread(request, self._reject(401, "unauthorized", "missing or unknown bearer token",
+                                                            {"WWW-Authenticate": 'Bearer realm="hivestream"'}))
         runtime = request.match_info["runtime"]
-        if runtime not in ROUTE_RUNTIMES:
-            return self._reject(404, "unknown_runtime", f"runtime must be one of {', '.join(ROUTE_RUNTIMES)}")
+        known = runtime in ROUTE_RUNTIMES
+        if not known:
+            runtime = runtime[:64]
         limit = self.cfg.max_body_bytes
         if request.content_length is not None and request.content_length > limit:
-            return self._reject(413, "body_too_large", f"body of {request.content_length} bytes is over the {limit}-byte limit")
+            return await self._unread(request, self._reject(413, "body_too_large",
+                                                            f"body of {request.content_length} bytes is over the {limit}-byte limit"))
         try:
             if request.content.is_eof():  # the whole body is already buffered: reading cannot wait
                 body = await _read_body(request, limit)
@@ -181,26 +214,32 @@ class IngestApp:
                 async with asyncio.timeout(self.cfg.read_timeout_s):
                     body = await _read_body(request, limit)
         except _TooLarge:
-            return self._reject(413, "body_too_large", f"body is over the {limit}-byte limit")
+            return await self._unread(request, self._reject(413, "body_too_large", f"body is over the {limit}-byte limit"))
         except TimeoutError:
-            return self._reject(408, "client_timeout", f"body not received within {self.cfg.read_timeout_s:g} s")
+            return await self._unread(request, self._reject(408, "client_timeout", f"body not received within {self.cfg.read_timeout_s:g} s"))
         except (web.RequestPayloadError, web.HTTPException, zlib.error) as e:
             # a Content-Encoding (gzip, deflate, br) the body does not decode with: 400 and a dead letter
             encoding = request.headers.get("Content-Encoding", "")
             err = RejectedInput(Reason.BAD_ENCODING, f"body not readable as Content-Encoding {encoding!r}: {type(e).__name__}")
             dl = body_dead_letter(err, b"", source=f"ingest:{gateway}:{runtime}", received_at_ms=self.now_ms())
             _where, failed = await self._durable([self._dl_record(dl)])
-            return failed if failed is not None else self._reject(400, str(err.reason), err.detail)
+            return await self._unread(request, failed if failed is not None else self._dead_lettered(400, err, 0))
         received = self.now_ms()
         source = f"ingest:{gateway}:{runtime}"
         try:
+            if not known:
+                raise RejectedInput(Reason.UNKNOWN_RUNTIME, f"runtime {runtime!r} is not one of {', '.join(ROUTE_RUNTIMES)}")
             items = split_body(body)
-        except RejectedInput as e:
-            dl = body_dead_letter(e, body, source=source, received_at_ms=received)
+        except Exception as exc:  # bad input is a dead letter, never a 500
+            refusal = exc if isinstance(exc, RejectedInput) else RejectedInput(Reason.PROCESSING_ERROR, f"{type(exc).__name__}: {exc}"[:500])
+            if not isinstance(exc, RejectedInput):
+                log.warning("%s body from %s could not be split (dead-lettered): %s", runtime, gateway, refusal.detail,
+                            exc_info=log.isEnabledFor(logging.DEBUG))
+            dl = body_dead_letter(refusal, body, source=source, received_at_ms=received)
             _where, failed = await self._durable([self._dl_record(dl)])
             if failed is not None:
                 return failed
-            return self._reject(400, str(e.reason), e.detail[:500])
+            return self._dead_lettered(404 if not known else 400, refusal, len(body))
         accepted, rejected = process(items, runtime, gateway=gateway, received_at_ms=received,
                                      privacy_mode=self.cfg.privacy_mode, source=source)
         topic = self._hook_events
@@ -219,7 +258,10 @@ class IngestApp:
             results += [{"index": r.index, "status": "rejected", "reason": r.reason, "detail": r.detail} for r in rejected]
             results.sort(key=lambda x: int(x["index"]))
         status = 422 if rejected and not accepted else 200
-        return self._answer(status, {"accepted": len(accepted), "rejected": len(rejected), "durable": where,
+        refused = {r.index for r in rejected}
+        truncated = any(len(it.original) > MAX_ORIGINAL_BYTES for it in items if it.index in refused)
+        return self._answer(status, {"accepted": len(accepted), "rejected": len(rejected), "dead_lettered": len(rejected),
+                                     "truncated": truncated, "durable": where,
                                      "gateway": gateway, "received_at_ms": received, "results": results})
 
     async def healthz(self, _request: web.Request) -> web.Response:
@@ -227,8 +269,10 @@ class IngestApp:
         ready, body = self.sink.health()
         return web.Response(body=orjson.dumps(body), status=200 if ready else 503, content_type="application/json")
 
-    async def metrics_text(self, _request: web.Request) -> web.Response:
-        """``GET /metrics``: Prometheus text format."""
+    async def metrics_text(self, request: web.Request) -> web.Response:
+        """``GET /metrics``: Prometheus text format (401 without a gateway's token when ``metrics_auth``)."""
+        if self.cfg.metrics_auth and self.cfg.tokens.gateway_for(request.headers.get("Authorization")) is None:
+            return self._reject(401, "unauthorized", "missing or unknown bearer token", {"WWW-Authenticate": 'Bearer realm="hivestream"'})
         return web.Response(body=self.metrics.render(self.sink), headers={"Content-Type": CONTENT_TYPE})
 
     def build(self) -> web.Application:
@@ -244,12 +288,14 @@ def make_sink(cfg: IngestConfig, metrics: IngestMetrics) -> DurableSink:
     """The server's sink: the spool in ``cfg.spool_dir`` and a producer on ``cfg.connection``.
 
     Raises:
+        hivestream.ingest.spool.SpoolInUse: another process serves from that spool directory.
         OSError: when the spool directory cannot be opened.
     """
-    spool = Spool(cfg.spool_dir, max_bytes=cfg.spool_max_bytes)
+    spool = Spool(cfg.spool_dir, max_bytes=cfg.spool_max_bytes, lock=True)
     return DurableSink(cfg.connection, spool, produce_timeout_s=cfg.produce_timeout_s,
                        topic_specs=Topics(cfg.namespace).specs(cfg.partitions), replication_factor=cfg.replication_factor,
-                       min_insync_replicas=cfg.min_insync_replicas, on_produce_latency=metrics.latency.observe)
+                       min_insync_replicas=cfg.min_insync_replicas, on_produce_latency=metrics.latency.observe,
+                       headroom_bytes=2 * cfg.max_body_bytes + (64 << 10))
 
 
 async def serve(cfg: IngestConfig, stop: asyncio.Event, on_ready: Callable[[int], None] | None = None,

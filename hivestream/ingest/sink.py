@@ -20,10 +20,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from hivestream.ingest.record_sink import Gauge, Record
@@ -86,6 +88,19 @@ class SinkStats:
     last_error: str = ""
 
 
+SPOOL_ERROR_HOLD_S = 5.0
+"""How long ``/healthz`` says not ready after a spool write failed (seconds)."""
+
+
+def _free_bytes(d: Path) -> int:
+    """Bytes an unprivileged writer may still use on ``d``'s file system (a huge number when unknown)."""
+    try:
+        st = os.statvfs(d)
+    except OSError:
+        return 1 << 62
+    return st.f_bavail * st.f_frsize
+
+
 class DurableSink:
     """Broker-or-spool writer with a background forwarder (the :class:`~hivestream.ingest.record_sink.RecordSink` of ``ingest``)."""
 
@@ -102,6 +117,7 @@ class DurableSink:
         min_insync_replicas: int | None = None,
         on_produce_latency: Callable[[float], None] | None = None,
         producer_factory: Callable[[], Any] | None = None,
+        headroom_bytes: int = (1 << 20) + (64 << 10),
     ) -> None:
         """Args:
             conn: the Kafka connection (a bare string: PLAINTEXT bootstrap servers).
@@ -112,6 +128,8 @@ class DurableSink:
             replication_factor, min_insync_replicas: of the topics it creates (None: the broker's defaults).
             on_produce_latency: called with each broker round trip's duration (seconds).
             producer_factory: builds the producer (tests); default aiokafka's.
+            headroom_bytes: room the spool (and its file system) must have for ``/healthz`` to
+                say ready while requests go to the spool (about the largest request's records).
         """
         self.conn = as_connection(conn)
         self.replication = {"replication_factor": replication_factor, "min_insync_replicas": min_insync_replicas}
@@ -128,6 +146,8 @@ class DurableSink:
         self._topics_ready = False
         self._stopping: set[asyncio.Task[None]] = set()
         self._backlog = spool.records > 0  # spool first until the forwarder has caught up
+        self.headroom_bytes = headroom_bytes
+        self._spool_failed_at: float | None = None  # monotonic time of the last failed spool write
 
     def _aiokafka_producer(self) -> Any:
         return aiokafka_producer(
@@ -233,7 +253,12 @@ class DurableSink:
             if not records:
                 return "broker"
         self._backlog = True
-        await asyncio.to_thread(self.spool.append, [encode_kafka_record(t, k, v) for t, k, v in records])
+        try:
+            await asyncio.to_thread(self.spool.append, [encode_kafka_record(t, k, v) for t, k, v in records])
+        except OSError:  # (SpoolFull is no OSError: a bound, not a failure)
+            self._spool_failed_at = time.monotonic()
+            raise
+        self._spool_failed_at = None
         self.stats.spooled += len(records)
         return "spool"
 
@@ -280,11 +305,22 @@ class DurableSink:
         return True
 
     def health(self) -> tuple[bool, dict[str, Any]]:
-        """(ready, ``/healthz`` body): not ready while the spool is full."""
+        """(ready, ``/healthz`` body): not ready whenever a POST would be refused, i.e. while
+        requests go to the spool (a backlog, or no producer) and the spool cannot take one more
+        request (``status``: ``spool_full`` within :attr:`headroom_bytes` of its bound,
+        ``disk_full`` when its file system has less than that free, ``spool_error`` for
+        :data:`SPOOL_ERROR_HOLD_S` after a spool write failed)."""
         sp = self.spool
-        full = sp.size_bytes >= sp.max_bytes
-        return not full, {"status": "spool_full" if full else "ok", "broker": "up" if self.stats.broker_up else "down",
-                          "spooled_records": sp.records, "spool_bytes": sp.size_bytes}
+        status = "ok"
+        if self._backlog or self._producer is None:
+            if sp.size_bytes + self.headroom_bytes > sp.max_bytes:
+                status = "spool_full"
+            elif _free_bytes(sp.dir) < self.headroom_bytes:
+                status = "disk_full"
+            elif self._spool_failed_at is not None and time.monotonic() - self._spool_failed_at < SPOOL_ERROR_HOLD_S:
+                status = "spool_error"
+        return status == "ok", {"status": status, "broker": "up" if self.stats.broker_up else "down",
+                                "spooled_records": sp.records, "spool_bytes": sp.size_bytes}
 
     def gauges(self) -> list[Gauge]:
         """The spool and broker gauges of ``/metrics`` (:mod:`hivestream.ingest.metrics`)."""

@@ -10,11 +10,15 @@ downstream step is idempotent on event ids. A restarted server finds the segment
 forwards them; it never appends to a segment from an earlier run (a torn tail stays torn and is
 skipped, counted, by :func:`streams.ingest.spool_format.decode_records`).
 
-Thread-safe: appends run in a worker thread (``asyncio.to_thread``) under one lock.
+Thread-safe: appends run in a worker thread (``asyncio.to_thread``) under one lock. One process
+per directory: the server opens its spool with ``lock=True``, an exclusive ``flock`` on
+``<dir>/.lock`` held until :meth:`Spool.close` (or the process ends), so a second server given the
+same directory refuses to start (:class:`SpoolInUse`) instead of deleting the other's segments.
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
 import re
 import threading
@@ -34,6 +38,38 @@ class SpoolFull(SinkFull):
     reason = "spool_full"
 
 
+class SpoolInUse(OSError):
+    """Another process holds the spool directory's lock."""
+
+
+def default_spool_dir() -> Path:
+    """Where ``hivestream ingest`` spools by default, whatever the working directory:
+    ``$XDG_STATE_HOME/hivestream/ingest-spool``, else ``~/.local/state/hivestream/ingest-spool``."""
+    state = os.environ.get("XDG_STATE_HOME")
+    return (Path(state) if state else Path.home() / ".local" / "state") / "hivestream" / "ingest-spool"
+
+
+def lock_directory(directory: Path) -> int:
+    """Take the exclusive lock of ``directory`` (``<dir>/.lock``, holding the owner's pid); returns
+    the file descriptor that holds it (closing it releases the lock).
+
+    Raises:
+        SpoolInUse: another process holds it (the message names the directory and the pid).
+        OSError: the lock file cannot be opened.
+    """
+    fd = os.open(directory / ".lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        owner = os.read(fd, 32).decode("ascii", "replace").strip() or "?"
+        os.close(fd)
+        raise SpoolInUse(f"spool directory {directory} is in use by another process (pid {owner}); "
+                         "give each ingest process its own --spool-dir") from None
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    return fd
+
+
 @dataclass(frozen=True)
 class Segment:
     """A sealed segment: its path, sequence number, creation time (epoch ms) and size (bytes)."""
@@ -47,21 +83,24 @@ class Segment:
 class Spool:
     """Append-only, fsync'd, checksummed, bounded on-disk queue of records (bytes)."""
 
-    def __init__(self, directory: Path, *, max_bytes: int = 1 << 30, segment_bytes: int = 8 << 20) -> None:
+    def __init__(self, directory: Path, *, max_bytes: int = 1 << 30, segment_bytes: int = 8 << 20, lock: bool = False) -> None:
         """Open (create) the spool in ``directory``; counts what earlier runs left.
 
         Args:
             directory: the spool directory (created with mode 0700).
             max_bytes: bound on the total bytes of all segments.
             segment_bytes: the open segment is sealed once it grows past this.
+            lock: hold the directory's exclusive lock (:func:`lock_directory`) until :meth:`close`.
 
         Raises:
+            SpoolInUse: with ``lock``, when another process holds the directory.
             OSError: when the directory cannot be created or listed.
         """
         self.dir = directory
         self.max_bytes = max_bytes
         self.segment_bytes = segment_bytes
         directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self._lock_fd = lock_directory(directory) if lock else None
         self._lock = threading.Lock()
         self._fd: int | None = None
         self._open_path: Path | None = None
@@ -181,8 +220,11 @@ class Spool:
             self._sealed_records = max(0, self._sealed_records - records)
 
     def close(self) -> None:
-        """Seal the open segment (its records stay on disk for the next run)."""
+        """Seal the open segment (its records stay on disk for the next run); release the lock."""
         self.seal()
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
 
 
 def fsync_dir(d: Path) -> None:

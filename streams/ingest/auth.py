@@ -1,11 +1,16 @@
 """Bearer tokens of ``hivestream ingest``: one gateway id per token, compared in constant time.
 
-Tokens file (``--tokens-file`` / ``HIVESTREAM_INGEST_TOKENS_FILE``): one ``GATEWAY_ID TOKEN`` per
-line, or ``GATEWAY_ID sha256:<64 hex>`` (the SHA-256 of the token, so the file need not hold the
-secret); ``#`` starts a comment, blank lines are ignored. Only SHA-256 digests are kept in memory;
-a presented token is hashed and compared with *every* entry by :func:`hmac.compare_digest`, so the
-time taken does not depend on which entry (if any) matches, nor on how much of it matches.
-Tokens never appear in errors or logs (errors name the line number only).
+Tokens file (``--tokens-file`` / ``HIVESTREAM_INGEST_TOKENS_FILE``), parsed strictly: each line is
+blank, or exactly two whitespace-separated fields ``GATEWAY_ID TOKEN``, optionally followed by a
+comment: a comment is a whitespace-separated field that starts with ``#`` and the rest of its line
+(so a line may be a comment only). ``TOKEN`` is a plain token of at least :data:`MIN_TOKEN_CHARS`
+characters with no ``#`` in it, or ``sha256:<64 hex>`` (the
+SHA-256 of the token, so the file need not hold the secret; the prefix and the hex digits in any
+case); anything that starts with ``sha256:`` but is not followed by exactly 64 hex digits is an
+error, never a plain token. Only SHA-256 digests are kept in memory; a presented token is hashed
+and compared with *every* entry by :func:`hmac.compare_digest`, so the time taken does not depend
+on which entry (if any) matches, nor on how much of it matches. Tokens never appear in errors or
+logs (errors name the line number only).
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ from dataclasses import dataclass
 
 GATEWAY_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,99}$")
 MIN_TOKEN_CHARS = 16
-_HASHED = re.compile(r"^sha256:([0-9a-fA-F]{64})$")
+_HASHED = re.compile(r"^sha256:([0-9a-fA-F]{64})$", re.IGNORECASE)
 
 
 def hash_token(token: str) -> str:
@@ -35,27 +40,35 @@ class TokenEntry:
 
 
 def parse_tokens(text: str) -> list[TokenEntry]:
-    """Parse a tokens file.
+    """Parse a tokens file (the format is this module's).
 
     Raises:
-        ValueError: naming the line number (never the token) for a line without two fields, an
-            invalid gateway id, a plain token shorter than :data:`MIN_TOKEN_CHARS`, or a digest
-            that appears twice.
+        ValueError: naming the line number (never the token) for a line without exactly two
+            fields, an invalid gateway id, a token holding ``#``, a ``sha256:`` value that is not
+            64 hex digits, a plain token shorter than :data:`MIN_TOKEN_CHARS`, or a digest that
+            appears twice.
     """
     out: list[TokenEntry] = []
     seen: set[bytes] = set()
     for n, line in enumerate(text.splitlines(), 1):
-        line = line.split("#", 1)[0].strip()
-        if not line:
-            continue
         parts = line.split()
+        for i, field in enumerate(parts):  # a comment is a field that starts with '#', and the rest of the line
+            if field.startswith("#"):
+                parts = parts[:i]
+                break
+        if not parts:
+            continue
         if len(parts) != 2:
-            raise ValueError(f"tokens file line {n}: expected 'GATEWAY_ID TOKEN'")
+            raise ValueError(f"tokens file line {n}: expected 'GATEWAY_ID TOKEN' (two whitespace-separated fields)")
         gw, tok = parts
         if not GATEWAY_ID.match(gw):
             raise ValueError(f"tokens file line {n}: invalid gateway id (letters, digits, . _ : @ -; at most 100)")
-        m = _HASHED.match(tok)
-        if m:
+        if "#" in tok:
+            raise ValueError(f"tokens file line {n}: '#' is not allowed in a token (a comment starts a field of its own)")
+        if tok[:7].lower() == "sha256:":
+            m = _HASHED.match(tok)
+            if not m:
+                raise ValueError(f"tokens file line {n}: a sha256: token needs exactly 64 hex digits")
             digest = bytes.fromhex(m.group(1))
         elif len(tok) < MIN_TOKEN_CHARS:
             raise ValueError(f"tokens file line {n}: token shorter than {MIN_TOKEN_CHARS} characters")
@@ -66,6 +79,20 @@ def parse_tokens(text: str) -> list[TokenEntry]:
         seen.add(digest)
         out.append(TokenEntry(gw, digest))
     return out
+
+
+def load_tokens(text: str) -> list[TokenEntry]:
+    """:func:`parse_tokens` for a server about to start: it fails closed.
+
+    Raises:
+        ValueError: as :func:`parse_tokens`, and when the file yields no token (an empty or
+            comment-only file must not turn authentication off).
+    """
+    entries = parse_tokens(text)
+    if not entries:
+        raise ValueError("no token in the tokens file (to run without authentication, on loopback only, "
+                         "start without --tokens-file and HIVESTREAM_INGEST_TOKENS_FILE)")
+    return entries
 
 
 class TokenTable:

@@ -1,7 +1,7 @@
 """Request bodies of ``POST /v1/hooks/{runtime}`` → events to produce and per-payload answers.
 
 A body is one JSON value (an object: one payload; an array: one payload per element) or NDJSON
-(one JSON value per non-blank line). Each payload is adapted by the importers' adapters
+(one JSON value per line, split on ``\n`` only; lines of JSON whitespace are skipped). Each payload is adapted by the importers' adapters
 (:func:`streams.model.adapters.adapt`, detection skipped unless the runtime is ``auto``), stamped with
 the server's receive time (``received_at_ms``, also the event time when the payload has none) and
 the gateway id of the token that posted it (``gateway``; whatever the payload says), redacted as
@@ -38,13 +38,51 @@ MAX_DEPTH = 64
 MAX_PAYLOADS = 10_000
 """Most payloads one request may carry (more: the whole body is rejected)."""
 
+MAX_NUMBER_CHARS = 100
+"""Longest number literal a payload may hold (longer: ``malformed_json``, "number too long")."""
+
+
+class _NumberLimit(ValueError):
+    """Raised inside the parser for a number it will not hold."""
+
+
+def _parse_int(s: str) -> int:
+    if len(s) > MAX_NUMBER_CHARS:
+        raise _NumberLimit(f"an integer of {len(s)} digits (at most {MAX_NUMBER_CHARS})")
+    return int(s)
+
+
+def _parse_float(s: str) -> float:
+    if len(s) > MAX_NUMBER_CHARS:
+        raise _NumberLimit(f"a number of {len(s)} characters (at most {MAX_NUMBER_CHARS})")
+    f = float(s)
+    if f in (float("inf"), float("-inf")):
+        raise _NumberLimit(f"the number {s[:40]} is out of range of a 64-bit float")
+    return f
+
+
+def _parse_constant(s: str) -> float:
+    raise _NumberLimit(f"{s} is not JSON")
+
+
+def loads(text: str) -> Any:
+    """:func:`json.loads` with the limits of a payload: numbers of at most
+    :data:`MAX_NUMBER_CHARS` characters that fit a 64-bit float, no ``NaN``/``Infinity``.
+
+    Raises:
+        ValueError: (:class:`json.JSONDecodeError` or a limit) for text that is not such JSON.
+        RecursionError: nested too deeply for the parser.
+    """
+    return json.loads(text, parse_int=_parse_int, parse_float=_parse_float, parse_constant=_parse_constant)
+
 
 @dataclass(frozen=True)
 class Item:
     """One payload of a body: its position, the parsed value (``None`` when unparseable), its
     original bytes (``None``: an array element, serialised again only when it is rejected), why it
     could not be parsed, and whether it is known to nest no deeper than :data:`MAX_DEPTH` (the
-    whole body has at most that many ``{`` and ``[``), so the depth walk can be skipped."""
+    whole body has at most that many ``{`` and ``[``, or :func:`split_body` walked it), so the
+    depth walk can be skipped."""
 
     index: int
     value: Any
@@ -89,23 +127,24 @@ def split_body(body: bytes) -> list[Item]:
         text = body.decode("utf-8")
     except UnicodeDecodeError as e:
         raise RejectedInput(Reason.NOT_UTF8, f"body is not valid UTF-8: {e}") from e
-    if not text.strip():
+    if not text.strip(" \t\r\n"):
         raise RejectedInput(Reason.WRONG_SHAPE, "empty body")
     surrogates = "\\ud" in text or "\\uD" in text
     shallow = body.count(b"{") + body.count(b"[") <= MAX_DEPTH  # each nesting level needs one of them
     items: list[Item] = []
     try:
-        whole = json.loads(text)
-    except (json.JSONDecodeError, RecursionError) as e:
+        whole = loads(text)
+    except (ValueError, RecursionError) as e:
         first_error = e
-        lines = [ln for ln in text.splitlines() if ln.strip()]
+        # "\n" only (U+2028 and friends are valid inside a line); blank: JSON whitespace only
+        lines = [ln for ln in text.split("\n") if ln.strip(" \t\r")]
         if len(lines) < 2:
             raise RejectedInput(Reason.MALFORMED_JSON, f"body is not JSON: {_err(first_error)}") from e
         for i, ln in enumerate(lines):
             raw = ln.encode("utf-8")
             try:
-                items.append(Item(i, json.loads(ln), raw, None, shallow))
-            except (json.JSONDecodeError, RecursionError) as le:
+                items.append(Item(i, loads(ln), raw, None, shallow))
+            except (ValueError, RecursionError) as le:
                 items.append(Item(i, None, raw, RejectedInput(Reason.MALFORMED_JSON, f"line {i + 1} is not JSON: {_err(le)}")))
         if all(it.error for it in items):
             raise RejectedInput(Reason.MALFORMED_JSON, f"body is neither JSON nor NDJSON: {_err(first_error)}") from e
@@ -113,6 +152,10 @@ def split_body(body: bytes) -> list[Item]:
         items = [Item(i, v, None, None, shallow) for i, v in enumerate(whole)] if isinstance(whole, list) else [Item(0, whole, body, None, shallow)]
     if len(items) > MAX_PAYLOADS:
         raise RejectedInput(Reason.WRONG_SHAPE, f"{len(items)} payloads in one request; at most {MAX_PAYLOADS}")
+    if not shallow:  # before anything walks a value recursively (sanitising, adapting)
+        items = [it if it.error is not None else
+                 Item(it.index, None, it.original, RejectedInput(Reason.WRONG_SHAPE, f"payload nests deeper than {MAX_DEPTH} levels"))
+                 if depth_exceeds(it.value) else Item(it.index, it.value, it.raw, None, True) for it in items]
     if surrogates:
         items = [Item(it.index, sanitize_surrogates(it.value), it.raw, it.error, it.shallow) for it in items]
     return items
@@ -126,7 +169,10 @@ def _dumps(v: Any) -> bytes:
     try:
         return json.dumps(v, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "surrogatepass")
     except (ValueError, RecursionError):
-        return repr(v).encode("utf-8", "replace")
+        try:
+            return repr(v).encode("utf-8", "replace")
+        except RecursionError:
+            return b"(not serialisable: nested too deeply)"
 
 
 def depth_exceeds(value: Any, limit: int = MAX_DEPTH) -> bool:
@@ -164,13 +210,15 @@ def to_event(value: Any, runtime: str, *, gateway: str, received_at_ms: int, che
         raise RejectedInput(Reason.WRONG_SHAPE, f"payload nests deeper than {MAX_DEPTH} levels")
     if "schema_version" in value and value.get("type") not in KB_EVENT_TYPES:
         raise RejectedInput(Reason.WRONG_SHAPE, "serialised hivestream events are not accepted over HTTP; post the runtime's native payload")
+    if "event_id" in value and (runtime == "prefixed" or (runtime == "auto" and value.get("type") not in KB_EVENT_TYPES)):
+        value = {k: v for k, v in value.items() if k != "event_id"}  # event ids are the server's to derive, not a gateway's to choose
     try:
         ev = adapt(value, received_at_ms=received_at_ms, runtime=None if runtime == "auto" else runtime)
     except RejectedInput:
         raise
     except ValidationError as e:
         raise RejectedInput(Reason.WRONG_SHAPE, "; ".join(f"{'.'.join(map(str, x['loc']))}: {x['msg']}" for x in e.errors()[:5])) from e
-    except (TypeError, ValueError, AttributeError, KeyError) as e:
+    except (TypeError, ValueError, AttributeError, KeyError, OverflowError) as e:
         raise RejectedInput(Reason.WRONG_SHAPE, f"unexpected shape: {type(e).__name__}: {e}") from e
     return ev.model_copy(update={"gateway": gateway, "received_at_ms": received_at_ms})
 
@@ -207,7 +255,8 @@ def process(
             if len(value) > MAX_EVENT_BYTES:
                 raise RejectedInput(Reason.BODY_TOO_LARGE, f"event is {len(value)} bytes, over the {MAX_EVENT_BYTES}-byte record limit")
             accepted.append(Accepted(it.index, ev.event_id, hook_event_key(scrubbed), value))
-        except RejectedInput as e:
+        except Exception as exc:  # bad input never fails the request: anything unexpected is this payload's dead letter
+            e = exc if isinstance(exc, RejectedInput) else RejectedInput(Reason.PROCESSING_ERROR, f"{type(exc).__name__}: {exc}"[:500])
             dl = DeadLetter.of(e, it.original, source, 0, it.index, received_at_ms, event_id=ev.event_id if ev else "")
             rejected.append(Rejected(it.index, str(e.reason), e.detail[:500], dl))
     return accepted, rejected

@@ -26,6 +26,7 @@ class Reason(StrEnum):
     EMPTY_BODY = "empty_body"
     BODY_TOO_LARGE = "body_too_large"
     BAD_ENCODING = "bad_encoding"  # a request body whose Content-Encoding could not be decoded
+    UNKNOWN_RUNTIME = "unknown_runtime"  # a request body posted to /v1/hooks/{runtime} with a runtime hivestream does not know
     EXTRACTION_FAILED = "extraction_failed"  # the experience extractor's endpoint failed or answered out of contract
     PROCESSING_ERROR = "processing_error"  # an unexpected exception on this record (a bug): logged and dead-lettered
     TORN_RECORD = "torn_record"  # bytes after the last whole record of a serve log segment (a write cut by a crash, never acknowledged)
