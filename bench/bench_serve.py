@@ -13,7 +13,7 @@ two servers alternating per round; each figure is the median of the rounds, the 
   answer 200, 500 accepted, ``durable`` ``log`` (serve) or ``broker`` (ingest).
 * **2xx to a queryable frame**: one payload posted to serve, then the reading path of
   ``hivestream query`` (:func:`projections.reading.open_for_reading`: the snapshot serve publishes
-  while it holds the file) polled every 10 ms until the capture's event id is in
+  while it holds the file) polled every 50 ms until the capture's event id is in
   ``frame_captures``; p50 and p99 over ``--probes`` probes with serve idle and as many while 2 more
   clients post a batch of 500 every 0.5 s each (2,000 events/s, below what the dedup loop applies).
 * **hook**: wall time of ``hivestream hook claude-code`` (the console script, payload on stdin)
@@ -67,6 +67,8 @@ from tests.kafka_harness import create_topics, unique_namespace, wait_until  # n
 from tests.serve_harness import ServeProc, hivestream  # noqa: E402
 
 SIZE = 500
+PROBE_LIMIT_S = 30.0  # a probe not queryable by then is counted at this figure (and said so)
+POLL_S = 0.05  # between two reads of the snapshot (each opens it, as `hivestream query` does)
 LOAD_EVERY_S = 0.5  # each background client of the freshness probes posts one batch of 500 per this many seconds
 
 
@@ -170,9 +172,9 @@ async def probes(serve: ServeProc, n: int, tag: str, load_clients: int = 0) -> l
             t0 = time.perf_counter()
             eid = got["results"][0]["event_id"]
             while not await asyncio.to_thread(captured, serve.db, eid):
-                if time.perf_counter() - t0 > 60:
-                    raise TimeoutError(f"probe {i}: no frame 60 s after its 2xx")
-                await asyncio.sleep(0.01)
+                if time.perf_counter() - t0 > PROBE_LIMIT_S:
+                    break
+                await asyncio.sleep(POLL_S)
             out.append(time.perf_counter() - t0)
             await asyncio.sleep(0.2)
         done.set()
@@ -281,9 +283,13 @@ def main() -> None:
                   f"({log_n:,} records, process start included) {run_rate:,.0f} events/s; ratio {med(dedup_rate) / run_rate:.2f}")
             idle = run(probes(serve, a.probes, "idle"))
             busy = run(probes(serve, a.probes, "busy", load_clients=2))
+            _st, health = serve.health()
+            print(f"  serve after the probes: {health['log_records']:,} log records, {health['applied']:,} applied, pending {health['pending']}; "
+                  f"its error lines: {[ln.strip()[:200] for ln in serve.lines if ' ERROR ' in ln][:5] or 'none'}")
             for what, xs in (("idle", idle), (f"while 2 clients post a batch of 500 every {LOAD_EVERY_S:g} s ({2 * SIZE / LOAD_EVERY_S:,.0f} events/s)", busy)):
                 print(f"2xx to a queryable frame (the snapshot `hivestream query` reads), {len(xs)} probes, serve {what}: "
-                      f"p50 {med(xs) * 1000:.0f} ms, p99 {pct(xs, 0.99) * 1000:.0f} ms; ratio p50 to --snapshot-every 1 s {med(xs):.2f}")
+                      f"p50 {med(xs) * 1000:.0f} ms, p99 {pct(xs, 0.99) * 1000:.0f} ms; ratio p50 to --snapshot-every 1 s {med(xs):.2f}"
+                      f"{'' if max(xs) < PROBE_LIMIT_S else f'; {sum(x >= PROBE_LIMIT_S for x in xs)} probes not queryable within {PROBE_LIMIT_S:g} s'}")
             for name, url in (("serve", serve.url), ("ingest", ingest.url)):
                 hook, anchor = hook_times(url, a.hook_runs, tmp / f"hook-spool-{name}")
                 print(f"hivestream hook wall time against {name} ({a.hook_runs} runs): p50 {med(hook) * 1000:.0f} ms, p95 "
