@@ -11,6 +11,9 @@ import pytest
 from hivestream.hooks.command import spool_read, spool_write, stamp
 from hivestream.hooks.config import CLAUDE_EVENTS, add_ours, http_handler, is_ours, remove_ours, set_notify, unset_notify
 from hivestream.ingest.spool import Spool, SpoolFull
+from streams.experiences.from_hooks import KbDeriver
+from streams.experiences.settings import KbSettings
+from streams.importers.files import import_file
 from streams.ingest.auth import TokenTable, hash_token, is_loopback, parse_tokens
 from streams.ingest.payloads import MAX_DEPTH, process, split_body
 from streams.ingest.spool_format import decode_kafka_record, decode_records, encode_kafka_record, encode_record
@@ -185,6 +188,24 @@ def test_knowhub_payloads_are_redacted_before_the_topic() -> None:
             "tool_input": {"task": "deploy", "resource": "mail alice@example.com", "result": "ok"}}
     acc, _ = _run(json.dumps(call).encode())
     assert b"alice@example.com" not in acc[0].value and b"[REDACTED:email]" in acc[0].value
+
+
+
+def test_a_knowhub_line_keeps_its_own_event_id_live_and_on_import(tmp_path: Path) -> None:
+    """A KnowHub line's ``event_id`` is a reference (an experience's id is its first submission's,
+    reviews name it), so the server keeps it: posted by any gateway on either route, and imported
+    from a file, it is one event with one id (README: ingest, "Event ids")."""
+    line = {"type": "experience-submitted", "schema_version": 1, "event_id": "kb-line-1", "event_time_ms": 1_790_000_000_000,
+            "task": "rebalance storm", "resource": "consumer group", "result": "raise max.poll.interval.ms", "agent_id": "a1"}
+    body = json.dumps(line).encode()
+    live = [decode_hook_record(_run(body, rt, gw)[0][0].value) for rt, gw in (("knowhub", "gw-a"), ("auto", "gw-b"))]
+    src = tmp_path / "kb-events.jsonl"
+    src.write_bytes(body + b"\n")
+    [imported] = [ev for _o, _r, ev in import_file(src)[1]]
+    assert isinstance(imported, HookEvent)
+    assert live[0].event_id == live[1].event_id == imported.event_id
+    deriver = KbDeriver(KbSettings())
+    assert {d.event_id for ev in (*live, imported) for d in deriver.derive(ev)} == {"kb-line-1"}  # type: ignore[union-attr]
 
 
 # --- hooks config -------------------------------------------------------------------------

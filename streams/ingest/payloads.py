@@ -211,7 +211,9 @@ def to_event(value: Any, runtime: str, *, gateway: str, received_at_ms: int, che
     if "schema_version" in value and value.get("type") not in KB_EVENT_TYPES:
         raise RejectedInput(Reason.WRONG_SHAPE, "serialised hivestream events are not accepted over HTTP; post the runtime's native payload")
     if "event_id" in value and (runtime == "prefixed" or (runtime == "auto" and value.get("type") not in KB_EVENT_TYPES)):
-        value = {k: v for k, v in value.items() if k != "event_id"}  # event ids are the server's to derive, not a gateway's to choose
+        # event ids are the server's to derive, not a gateway's to choose; a KnowHub line keeps its own, a reference
+        # (experiences and reviews name it) that must match the same line imported from a file
+        value = {k: v for k, v in value.items() if k != "event_id"}
     try:
         ev = adapt(value, received_at_ms=received_at_ms, runtime=None if runtime == "auto" else runtime)
     except RejectedInput:
