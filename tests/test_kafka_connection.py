@@ -446,6 +446,10 @@ def test_admin_requests_go_on_when_one_broker_refuses_and_stop_after_the_last_tr
     with pytest.raises(Refused):
         clients._RetryingAdmin(down).list_topics()
     assert down.calls == clients.ADMIN_ATTEMPTS
+    from kafka.errors import CoordinatorNotAvailableError
+
+    fresh = FakeAdmin(fail=2, error=CoordinatorNotAvailableError)  # a fresh cluster: no group coordinator yet
+    assert clients._RetryingAdmin(fresh).list_topics() == ["t"] and fresh.calls == 3
     other = FakeAdmin(fail=1, error=UnknownTopicOrPartitionError)
     with pytest.raises(UnknownTopicOrPartitionError):
         clients._RetryingAdmin(other).list_topics()

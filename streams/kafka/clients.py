@@ -205,13 +205,17 @@ def aiokafka_consumer(conn: ConnectionLike, *topics: str, **kwargs: Any) -> Any:
     return AIOKafkaConsumer(*topics, **_merge(conn, kwargs, aiokafka_kwargs))
 
 
-ADMIN_ATTEMPTS = 4
-"""Tries of one admin request when the broker it went to refuses the connection (a broker of a cluster restarting)."""
+ADMIN_ATTEMPTS = 6
+"""Tries of one admin request (1, 2, then 3 s apart: about 12 s in all) when the broker it went to
+refuses the connection or the group coordinator is not there yet (a broker of a cluster restarting,
+a fresh cluster still creating ``__consumer_offsets``)."""
 
 
 class _RetryingAdmin:
-    """A ``KafkaAdminClient`` whose requests are tried again (up to :data:`ADMIN_ATTEMPTS` times, 1 s
-    apart) when the node kafka-python picked for them refuses the connection.
+    """A ``KafkaAdminClient`` whose requests are tried again (up to :data:`ADMIN_ATTEMPTS` times) when
+    the node kafka-python picked for them refuses the connection, or the group coordinator is not
+    available yet, is loading, or moved (``COORDINATOR_NOT_AVAILABLE`` / ``_LOAD_IN_PROGRESS`` /
+    ``NOT_COORDINATOR``, Kafka's retriable error codes 14-16).
 
     kafka-python 3.x sends an admin request to one node from the metadata (the least loaded one, or
     the controller) and raises ``KafkaConnectionError`` at once when that node is down, although the
@@ -228,15 +232,22 @@ class _RetryingAdmin:
             return attr
 
         def call(*args: Any, **kwargs: Any) -> Any:
-            from kafka.errors import KafkaConnectionError, NodeNotReadyError
+            from kafka.errors import (
+                CoordinatorLoadInProgressError,
+                CoordinatorNotAvailableError,
+                KafkaConnectionError,
+                NodeNotReadyError,
+                NotCoordinatorError,
+            )
 
             for attempt in range(ADMIN_ATTEMPTS):
                 try:
                     return attr(*args, **kwargs)
-                except (KafkaConnectionError, NodeNotReadyError):
+                except (KafkaConnectionError, NodeNotReadyError, CoordinatorNotAvailableError, CoordinatorLoadInProgressError,
+                        NotCoordinatorError):
                     if attempt == ADMIN_ATTEMPTS - 1:
                         raise
-                    time.sleep(1.0)
+                    time.sleep(min(attempt + 1, 3))
             raise AssertionError("unreachable")
 
         return call
