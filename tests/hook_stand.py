@@ -21,12 +21,16 @@ def verdict(n: int = 1, truncated: bool = False) -> bytes:
     return json.dumps({"error": "malformed_json", "detail": "x", "dead_lettered": n, "truncated": truncated}).encode()
 
 
+ACCEPTED = json.dumps({"accepted": 1, "rejected": 0, "dead_lettered": 0, "truncated": False, "durable": "broker"}).encode()
+"""The server's own 2xx answer (what proves a payload stored)."""
+
+
 class AnswerStand:
-    """Answers every POST with ``answer(path, body)`` (default ``200 {}``) and records
+    """Answers every POST with ``answer(path, body)`` (default ``200`` with :data:`ACCEPTED`) and records
     ``(path, body)`` of each, in arrival order (thread-safe)."""
 
     def __init__(self, answer: Answer | None = None) -> None:
-        self.answer: Answer = answer or (lambda _p, _b: (200, b"{}"))
+        self.answer: Answer = answer or (lambda _p, _b: (200, ACCEPTED))
         self.seen: list[tuple[str, bytes]] = []
         self.lock = threading.Lock()
         stand = self

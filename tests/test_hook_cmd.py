@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.hook_stand import ACCEPTED
 from tests.ingest_harness import REPO_ROOT
 
 
@@ -23,7 +24,7 @@ class Stand:
 
     def __init__(self) -> None:
         self.status = 200
-        self.answer = b"{}"
+        self.answer = ACCEPTED
         self.seen: list[tuple[str, str | None, bytes]] = []
         stand = self
 

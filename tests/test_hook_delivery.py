@@ -16,7 +16,7 @@ import pytest
 
 from hivestream.hooks.delivery import Verdict, verdict_of
 from hivestream.hooks.hook_spool import spool_write
-from tests.hook_stand import AnswerStand, hook, verdict
+from tests.hook_stand import ACCEPTED, AnswerStand, hook, verdict
 from tests.ingest_harness import REPO_ROOT
 
 
@@ -36,7 +36,12 @@ def _files(d: Path) -> list[Path]:
 
 
 @pytest.mark.parametrize(("status", "body", "want"), [
-    (200, b"", Verdict.DELIVERED), (202, b"{}", Verdict.DELIVERED),
+    (200, ACCEPTED, Verdict.DELIVERED), (202, ACCEPTED.replace(b'"broker"', b'"log"'), Verdict.DELIVERED),
+    # a 2xx that is not the server's answer proves nothing (another web server behind a wrong URL)
+    (200, b"", Verdict.RETRY), (204, b"", Verdict.RETRY), (200, b"{}", Verdict.RETRY), (200, b"<html>ok</html>", Verdict.RETRY),
+    (200, b'{"ok": true}', Verdict.RETRY), (200, b'{"accepted": 1, "durable": "disk"}', Verdict.RETRY),
+    # a dead-letter verdict must say truncated false, exactly
+    (422, b'{"dead_lettered": 1}', Verdict.RETRY), (400, b'{"dead_lettered": 1, "truncated": "false"}', Verdict.RETRY),
     (422, verdict(), Verdict.DEAD_LETTERED), (400, verdict(), Verdict.DEAD_LETTERED),
     (422, verdict(truncated=True), Verdict.SET_ASIDE), (413, b"", Verdict.SET_ASIDE),
     (400, b"{}", Verdict.RETRY), (422, b"<html>", Verdict.RETRY), (422, verdict(0), Verdict.RETRY),
@@ -75,13 +80,13 @@ def test_a_payload_that_keeps_failing_does_not_block_the_ones_behind_it(stand: A
     for i in range(6):
         spool_write(tmp_path, "claude-code", _prompt(i).encode())
     bad = _prompt(0).encode()
-    stand.answer = lambda _p, b: (500, b"") if b == bad else (200, b"{}")
+    stand.answer = lambda _p, b: (500, b"") if b == bad else (200, ACCEPTED)
     env = {"HIVESTREAM_INGEST_URL": stand.url, "HIVESTREAM_SPOOL_DIR": str(tmp_path)}
     r = hook(["flush"], env)
     assert r.returncode == 1 and "forwarded 5, 1 left" in r.stderr and "1 failed" in r.stderr
     assert [b for _p, b in stand.seen].count(bad) == 1  # tried once per flush, not in a loop
     assert not _files(tmp_path) and len(_files(tmp_path / "retry")) == 1
-    stand.answer = lambda _p, _b: (200, b"{}")
+    stand.answer = lambda _p, _b: (200, ACCEPTED)
     r = hook(["flush"], env)  # retried later
     assert r.returncode == 0 and "forwarded 1, 0 left" in r.stderr and not list(tmp_path.rglob("*.hook"))
 

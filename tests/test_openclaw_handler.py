@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from hivestream.hooks.openclaw_template import HANDLER_TS, render
-from tests.hook_stand import AnswerStand, verdict
+from tests.hook_stand import ACCEPTED, AnswerStand, verdict
 
 pytestmark = pytest.mark.skipif(not shutil.which("node"), reason="node not installed")
 
@@ -29,7 +29,7 @@ LIMIT = 300_000
 
 @pytest.fixture
 def stand() -> Iterator[AnswerStand]:
-    s = AnswerStand(lambda _p, b: (413, b"") if len(b) > LIMIT else (200, b"{}"))
+    s = AnswerStand(lambda _p, b: (413, b"") if len(b) > LIMIT else (200, ACCEPTED))
     yield s
     s.close()
 
@@ -75,7 +75,7 @@ def test_refusals_without_the_servers_verdict_keep_the_events(stand: AnswerStand
     spool.mkdir()
     (spool / "pending.ndjson").write_text("".join(_line(i, 10) for i in range(4)))
     bad = '"m2"'
-    stand.answer = lambda _p, b: (200, b"{}") if b'"m-live"' in b else (400, b"{}") if bad.encode() in b else (200, b"{}")
+    stand.answer = lambda _p, b: (200, ACCEPTED) if b'"m-live"' in b else (400, b"{}") if bad.encode() in b else (200, ACCEPTED)
     r = _run(stand, spool, tmp_path)
     assert r.returncode == 0, r.stderr
     kept = [json.loads(ln)["context"]["messageId"] for ln in (spool / "pending.ndjson").read_text().splitlines()]
@@ -87,7 +87,7 @@ def test_a_verdict_drops_the_event_and_a_truncated_one_is_set_aside(stand: Answe
     spool = tmp_path / "spool"
     spool.mkdir()
     (spool / "pending.ndjson").write_text(_line(0, 10) + _line(1, 10))
-    stand.answer = lambda _p, b: ((200, b"{}") if b'"m-live"' in b else (422, verdict(truncated=b'"m1"' in b)) if b.count(b"\n") == 1
+    stand.answer = lambda _p, b: ((200, ACCEPTED) if b'"m-live"' in b else (422, verdict(truncated=b'"m1"' in b)) if b.count(b"\n") == 1
                                   else (500, b""))
     r = _run(stand, spool, tmp_path)
     assert r.returncode == 0, r.stderr

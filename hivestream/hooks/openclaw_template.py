@@ -14,8 +14,9 @@ HANDLER_TS = r"""// hivestream: sends OpenClaw's message:received / message:sent
 // Installed by `hivestream hooks install openclaw`. The handler returns at once: the post runs in
 // the background with a short timeout, so the gateway never waits for it.
 // Delivery rule (the same as `hivestream hook`'s): an event leaves the local spool only on a 2xx,
-// or on the server's JSON verdict that it dead-lettered it whole ("dead_lettered" >= 1, not
-// "truncated"). A 413 or a truncated dead letter sets it aside in rejected.ndjson; anything else
+// or on the server's JSON verdict that it dead-lettered it whole ("dead_lettered" >= 1,
+// "truncated": false); a 2xx counts only with the server's own answer ("accepted", "durable").
+// A 413 or a truncated dead letter sets it aside in rejected.ndjson; anything else
 // keeps it in pending.ndjson (one line on stderr). The spool drains in batches of at most
 // MAX_BATCH_BYTES / MAX_BATCH_LINES (under the server's body limit); a batch that fails on its own
 // (404, 500, ...) is split until the failing event is alone, kept, and the rest go on.
@@ -50,15 +51,20 @@ async function post(body) {
 
 // "delivered" | "dead_lettered" | "set_aside" | "retry" | "stop" (hivestream/hooks/delivery.py)
 function verdict(status, text) {
-  if (status >= 200 && status < 300) return "delivered";
   if (status === 413) return "set_aside";
-  if (status === 400 || status === 422) {
-    try {
-      const a = JSON.parse(text);
-      if (a && typeof a === "object" && Number.isInteger(a.dead_lettered) && a.dead_lettered >= 1) {
-        return a.truncated === true ? "set_aside" : "dead_lettered";
-      }
-    } catch {}
+  const ok = status >= 200 && status < 300;
+  if (ok || status === 400 || status === 422) {
+    let a = null;
+    try { a = JSON.parse(text); } catch {}
+    if (!a || typeof a !== "object" || Array.isArray(a)) return "retry";
+    if (ok) {
+      // only the server's own answer proves the payload durable (not another web server's 2xx)
+      return Number.isInteger(a.accepted) && ["broker", "spool", "log"].includes(a.durable) ? "delivered" : "retry";
+    }
+    if (Number.isInteger(a.dead_lettered) && a.dead_lettered >= 1) {
+      if (a.truncated === true) return "set_aside";
+      if (a.truncated === false) return "dead_lettered";
+    }
     return "retry";
   }
   return STOP.includes(status) ? "stop" : "retry";
