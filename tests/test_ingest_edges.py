@@ -148,3 +148,33 @@ def test_a_refusal_before_the_body_closes_the_connection_without_reading_the_res
     answer, rest = asyncio.run(go())
     assert answer.startswith(b"HTTP/1.1 401") and b"Connection: close" in answer
     assert b"HTTP/1.1 200" not in rest and rest != b"still open" and not sink.records
+
+
+@pytest.mark.parametrize(("encoding", "body", "status"), [
+    ("deflate", b"\x00\x01", 400),  # aiohttp's parser used to answer this with plain text and a traceback
+    ("br", b"\x0b\x02\x80hello\x03", 400),  # so did any br body (no Brotli package)
+    ("x-unknown", b"{}", 400),
+    ("deflate", None, 200),  # zlib-wrapped deflate (RFC 9110) decodes
+    ("deflate-raw", None, 200),  # raw deflate, as some clients send it under "deflate"
+])
+def test_every_content_encoding_is_a_verdict_after_the_token(tmp_path: Path, caplog: pytest.LogCaptureFixture, encoding: str,
+                                                               body: bytes | None, status: int) -> None:
+    import zlib
+
+    caplog.set_level(logging.INFO)
+    payload = json.dumps(PROMPT).encode()
+    if body is None:
+        c = zlib.compressobj(wbits=-zlib.MAX_WBITS if encoding == "deflate-raw" else zlib.MAX_WBITS)
+        body, encoding = c.compress(payload) + c.flush(), "deflate"
+    sink = MemorySink()
+    cfg = _cfg(tmp_path, tokens=TokenTable(parse_tokens("gw-1 edge-token-0123456789abcdef\n")))
+    got_status, _ = request(cfg, sink, "POST", "/v1/hooks/claude-code", body, {"Content-Encoding": encoding})
+    assert got_status == 401 and not sink.records  # without the token: refused before the body is decoded
+    got_status, got = request(cfg, sink, "POST", "/v1/hooks/claude-code", body,
+                              {"Content-Encoding": encoding, "Authorization": "Bearer edge-token-0123456789abcdef"})
+    assert got_status == status, got
+    if status == 400:
+        assert got["error"] == "bad_encoding" and got["dead_lettered"] == 1 and len(_dead(sink)) == 1
+    else:
+        assert got["accepted"] == 1
+    assert not [r for r in caplog.records if r.exc_info or r.levelno >= logging.ERROR]

@@ -71,7 +71,7 @@ def verdict_of(status: int, body: bytes) -> Verdict:
             ours = _is_int(answer.get("accepted")) and answer.get("durable") in DURABLE_PLACES
             return Verdict.DELIVERED if ours else Verdict.RETRY
         n = answer.get("dead_lettered")
-        if _is_int(n) and n >= 1:
+        if isinstance(n, int) and not isinstance(n, bool) and n >= 1:
             if answer.get("truncated") is True:
                 return Verdict.SET_ASIDE
             if answer.get("truncated") is False:

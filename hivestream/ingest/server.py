@@ -44,6 +44,7 @@ from hivestream.ingest.refusal import SinkFull
 from hivestream.ingest.sink import DurableSink
 from hivestream.ingest.spool import Spool, default_spool_dir
 from streams.ingest.auth import TokenTable, is_loopback
+from streams.ingest.content_encoding import BadEncoding, DecodedTooLarge, decode_body
 from streams.ingest.payloads import ROUTE_RUNTIMES, body_dead_letter, process, split_body
 from streams.kafka.connection import DEFAULT_BOOTSTRAP, ConnectionLike
 from streams.kafka.topics import Topics
@@ -121,16 +122,28 @@ class _TooLarge(Exception):
 
 
 async def _read_body(request: web.Request, limit: int) -> bytes:
+    """The request's body, at most ``limit`` bytes on the wire and once decoded
+    (:func:`streams.ingest.content_encoding.decode_body`; aiohttp's own decompression is off, see
+    :meth:`IngestApp.build`).
+
+    Raises:
+        _TooLarge: over ``limit`` raw or decoded.
+        BadEncoding: a ``Content-Encoding`` this server does not decode, or a body that does not decode.
+    """
     chunks: list[bytes] = []
     total = 0
     while True:
         chunk = await request.content.read(65_536)
         if not chunk:
-            return b"".join(chunks)
+            break
         total += len(chunk)
         if total > limit:
             raise _TooLarge
         chunks.append(chunk)
+    try:
+        return decode_body(b"".join(chunks), request.headers.get("Content-Encoding", ""), limit)
+    except DecodedTooLarge:
+        raise _TooLarge from None
 
 
 class IngestApp:
@@ -217,10 +230,11 @@ class IngestApp:
             return await self._unread(request, self._reject(413, "body_too_large", f"body is over the {limit}-byte limit"))
         except TimeoutError:
             return await self._unread(request, self._reject(408, "client_timeout", f"body not received within {self.cfg.read_timeout_s:g} s"))
-        except (web.RequestPayloadError, web.HTTPException, zlib.error) as e:
-            # a Content-Encoding (gzip, deflate, br) the body does not decode with: 400 and a dead letter
+        except (web.RequestPayloadError, web.HTTPException, zlib.error, BadEncoding) as e:
+            # a Content-Encoding the server does not decode, or a body that does not decode with it: 400 and a dead letter
             encoding = request.headers.get("Content-Encoding", "")
-            err = RejectedInput(Reason.BAD_ENCODING, f"body not readable as Content-Encoding {encoding!r}: {type(e).__name__}")
+            why = str(e) if isinstance(e, BadEncoding) else type(e).__name__
+            err = RejectedInput(Reason.BAD_ENCODING, f"body not readable as Content-Encoding {encoding!r}: {why}"[:300])
             dl = body_dead_letter(err, b"", source=f"ingest:{gateway}:{runtime}", received_at_ms=self.now_ms())
             _where, failed = await self._durable([self._dl_record(dl)])
             return await self._unread(request, failed if failed is not None else self._dead_lettered(400, err, 0))
@@ -277,7 +291,7 @@ class IngestApp:
 
     def build(self) -> web.Application:
         """The aiohttp application (client_max_size is the body limit: bodies are read as streams)."""
-        app = web.Application(client_max_size=self.cfg.max_body_bytes)
+        app = web.Application(client_max_size=self.cfg.max_body_bytes, handler_args={"auto_decompress": False})  # see _read_body
         app.router.add_post("/v1/hooks/{runtime}", self.hooks)
         app.router.add_get("/healthz", self.healthz)
         app.router.add_get("/metrics", self.metrics_text)
