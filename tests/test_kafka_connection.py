@@ -156,7 +156,12 @@ def test_options_beat_environment_beat_file(tmp_path: Path) -> None:
       "HIVESTREAM_KAFKA_SASL_USERNAME": "u"}, "needs a username and a password"),
     ({"HIVESTREAM_KAFKA_SECURITY_PROTOCOL": "SASL_SSL", "HIVESTREAM_KAFKA_SASL_MECHANISM": "OAUTHBEARER"}, "needs a token provider"),
     ({"HIVESTREAM_KAFKA_SECURITY_PROTOCOL": "SASL_SSL", "HIVESTREAM_KAFKA_SASL_MECHANISM": "GSSAPI"}, "unsupported SASL mechanism 'GSSAPI'"),
-    ({"HIVESTREAM_KAFKA_SECURITY_PROTOCOL": "TLS"}, "unknown security protocol 'TLS'"),
+    ({"HIVESTREAM_KAFKA_SECURITY_PROTOCOL": "TLS"}, "unknown security protocol (the value of HIVESTREAM_KAFKA_SECURITY_PROTOCOL is not shown"),
+    ({"HIVESTREAM_KAFKA_SECURITY_PROTOCOL": "s3cr3t-pw"}, "one of PLAINTEXT"),
+    ({"HIVESTREAM_KAFKA_SASL_MECHANISM": "s3cr3t-pw", "HIVESTREAM_KAFKA_SECURITY_PROTOCOL": "SASL_SSL"}, "(a value not shown)"),
+    ({"KAFKA_BOOTSTRAP_SERVERS": "alice:s3cr3t-pw@b1:9092"}, "holds '@'"),
+    ({"KAFKA_BOOTSTRAP_SERVERS": "b1:99999"}, "port 1-65535"),
+    ({"HIVESTREAM_KAFKA_SASL_PASSWORD": "s3cr3t-pw"}, "(the default: set security.protocol"),
     ({"HIVESTREAM_KAFKA_SECURITY_PROTOCOL": "SSL", "HIVESTREAM_KAFKA_SSL_KEY_LOCATION": "/k.pem"}, "without its certificate"),
     ({"KAFKA_BOOTSTRAP_SERVERS": "host:port"}, "is not host:port"),
     ({"HIVESTREAM_KAFKA_CONFIG": "/nonexistent/client.properties"}, "cannot read the Kafka client properties file"),
@@ -164,7 +169,7 @@ def test_options_beat_environment_beat_file(tmp_path: Path) -> None:
 def test_settings_that_cannot_work_are_one_line(env: dict[str, str], says: str) -> None:
     with pytest.raises(KafkaSetupError) as e:
         resolve_connection(environ=env)
-    assert says in str(e.value) and "\n" not in str(e.value) and SECRET not in str(e.value)
+    assert says in str(e.value) and "\n" not in str(e.value) and SECRET not in str(e.value) and "s3cr3t-pw" not in str(e.value)
 
 
 # --- builders --------------------------------------------------------------------------------

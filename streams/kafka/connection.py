@@ -22,6 +22,7 @@ message) and are remembered for :func:`streams.kafka.errors.scrub`.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from enum import StrEnum
 from pathlib import Path
@@ -145,11 +146,15 @@ class KafkaConnection(BaseModel):
             if not item:
                 continue
             item = item.split("://", 1)[-1]
+            if "@" in item:  # user:password@host would print the password in every error about the address
+                raise KafkaSetupError(f"a bootstrap server holds '@' (user info is not part of a Kafka address; credentials go in "
+                                      f"sasl.jaas.config or HIVESTREAM_KAFKA_SASL_*): check {self.where('bootstrap_servers')}")
             host, sep, port = item.rpartition(":") if not item.endswith("]") else (item, "", "")
             if not sep:
                 host, port = item, "9092"
-            if not port.isdigit() or not host:
-                raise KafkaSetupError(f"bootstrap server {item!r} is not host:port: check {self.where('bootstrap_servers')}")
+            if not port.isdigit() or not host or not 0 < int(port) < 65536:
+                raise KafkaSetupError(f"bootstrap server {shown(item, 200)} is not host:port (port 1-65535): check "
+                                      f"{self.where('bootstrap_servers')}")
             out.append((host.strip("[]"), int(port)))
         if not out:
             raise KafkaSetupError(f"no bootstrap servers: set {self.where('bootstrap_servers')}")
@@ -227,17 +232,34 @@ def resolve_connection(
     return conn
 
 
+def shown(value: str, longest: int = 40) -> str:
+    """``value`` quoted for an error line when it looks like a name or an address; otherwise a
+    placeholder, so a secret typed into the wrong setting is not printed back.
+
+    Returns:
+        ``'VALUE'`` for up to ``longest`` letters, digits and ``._-:[]``, else ``(a value not shown)``.
+    """
+    return repr(value) if re.fullmatch(rf"[A-Za-z0-9._:\[\]-]{{1,{longest}}}", value) else "(a value not shown)"
+
+
+def _mechanism_shown(value: str) -> str:
+    """A mechanism's name when it is one Kafka knows (GSSAPI, AWS_MSK_IAM, ...), else a placeholder."""
+    known = {"GSSAPI", "AWS_MSK_IAM", "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"}
+    return repr(value) if value.upper() in known else "(a value not shown)"
+
+
 def _typed(fld: str, value: str, origin: str) -> Any:
     if fld == "security_protocol":
         try:
             return SecurityProtocol(value.upper())
         except ValueError:
-            raise KafkaSetupError(f"unknown security protocol {value!r} (from {origin}): one of {', '.join(SecurityProtocol)}") from None
+            raise KafkaSetupError(f"unknown security protocol (the value of {origin} is not shown: it could be a secret in the "
+                                  f"wrong place): one of {', '.join(SecurityProtocol)}") from None
     if fld == "sasl_mechanism":
         try:
             return SaslMechanism(value.upper())
         except ValueError:
-            raise KafkaSetupError(f"unsupported SASL mechanism {value!r} (from {origin}): hivestream supports "
+            raise KafkaSetupError(f"unsupported SASL mechanism {_mechanism_shown(value)} (from {origin}): hivestream supports "
                                   f"{', '.join(SaslMechanism)}") from None
     if fld in _SECRET_FIELDS:
         return SecretStr(value)
@@ -249,7 +271,9 @@ def _typed(fld: str, value: str, origin: str) -> Any:
 def _check(c: KafkaConnection) -> None:
     """Raise :class:`KafkaSetupError` when the settings of ``c`` do not fit together."""
     c.hosts()
-    proto = f"security protocol {c.security_protocol} (from {c.where('security_protocol')})"
+    origin = dict(c.origins).get("security_protocol")
+    proto = (f"security protocol {c.security_protocol} (from {origin})" if origin else
+             f"security protocol {c.security_protocol} (the default: set security.protocol or {c.where('security_protocol')})")
     if c.uses_sasl and c.sasl_mechanism is None:
         raise KafkaSetupError(f"{proto} needs a SASL mechanism: set {c.where('sasl_mechanism')} or sasl.mechanism")
     if not c.uses_sasl and (c.sasl_mechanism or c.sasl_username or c.sasl_password):
