@@ -8,7 +8,7 @@ both started here in private state dirs and stopped afterwards, one at a time):
 
 * ``produce``: ``hivestream produce`` (import, key, idempotent ``acks=all`` send) vs the raw aiokafka
   producer sending the same pre-serialised records on the same connection;
-* ``worker``: ``hivestream worker`` from its group's first commit to zero lag (over the target's
+* ``worker``: ``hivestream worker`` from its group's first commit to zero lag (``bench_kafka.consume_to_zero_lag``, over the target's
   connection: on the cluster, SASL_SSL and the ``client.properties`` only);
 * ``projector``: ``frames`` → a fresh DuckDB file vs a raw consume of ``frames`` with the same client.
 
@@ -39,9 +39,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.backlog import BacklogSpec, write_backlog  # noqa: E402
-from bench.bench_kafka import _lag  # noqa: E402
-from bench.procstat import proc_cpu_s, proc_peak_rss_mib  # noqa: E402
-from tests.kafka_harness import end_offset_sum, stop, unique_namespace  # noqa: E402
+from bench.bench_kafka import consume_to_zero_lag  # noqa: E402
+from tests.kafka_harness import unique_namespace  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -172,34 +171,10 @@ STAGES: dict[str, Callable[..., dict[str, float]]] = {
 }
 
 
-def worker_to_zero_lag(target: Target, namespace: str, data_dir: Path, timeout_s: float = 3600) -> dict[str, float]:
-    """``hivestream worker`` from its group's first commit to zero committed lag; records/s, peak RSS (MiB), CPU µs/record."""
-    from streams.kafka.topics import Topics
-
-    t = Topics(namespace)
-    group, total = f"{namespace}-dedup", end_offset_sum(target.plain, t.hook_events)
-    p = subprocess.Popen([sys.executable, "-m", "hivestream", "worker", "--namespace", namespace, "--data-dir", str(data_dir)], cwd=ROOT,
-                         env={**target.env, "PYTHONPATH": str(ROOT)}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + timeout_s
-        while (lag := _lag(target.plain, group, t.hook_events, total)) >= total:
-            if time.monotonic() > deadline or p.poll() is not None:
-                raise RuntimeError("the worker did not start consuming")
-            time.sleep(0.05)
-        t0, c0, start, hwm = time.perf_counter(), proc_cpu_s(p.pid), lag, 0.0
-        while _lag(target.plain, group, t.hook_events, total) > 0:
-            if time.monotonic() > deadline or p.poll() is not None:
-                raise RuntimeError("the worker did not catch up")
-            hwm = max(hwm, proc_peak_rss_mib(p.pid))
-            time.sleep(0.1)
-        dt, cpu = time.perf_counter() - t0, proc_cpu_s(p.pid) - c0
-    finally:
-        stop(p)
-    return {"records": start, "rate": start / dt, "rss": hwm, "cpu_us": cpu / max(start, 1) * 1e6}
-
-
 def measure(target: Target, log: Path, work: Path) -> dict[str, dict[str, float]]:
     """Every stage and anchor on ``target``: a warm-up send, then produce, raw produce, worker, projector, raw consume."""
+    from streams.kafka.topics import Topics
+
     def topics(ns: str) -> None:
         r = subprocess.run([sys.executable, "-m", "hivestream", "topics", "--namespace", ns, "--partitions", "4"], cwd=ROOT,
                            env=target.env, capture_output=True, text=True, check=False)
@@ -213,9 +188,8 @@ def measure(target: Target, log: Path, work: Path) -> dict[str, dict[str, float]
     topics(ns)
     topics(raw)
     figs = {"produce": stage(target, "produce", ns, str(log)), "raw-produce": stage(target, "raw-produce", raw, str(log))}
-    figs["worker"] = worker_to_zero_lag(target, ns, work / f"w-{ns}")
-    from streams.kafka.topics import Topics
-
+    figs["worker"] = consume_to_zero_lag(target.plain, [sys.executable, "-m", "hivestream", "worker", "--namespace", ns, "--data-dir",
+                                                        str(work / f"w-{ns}")], f"{ns}-dedup", Topics(ns).hook_events, env=target.env)
     figs["projector"] = stage(target, "projector", ns)
     figs["raw-consume"] = stage(target, "raw-consume", Topics(ns).frames)
     return figs

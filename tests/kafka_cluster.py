@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -20,6 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kafka import KafkaAdminClient
+
+from tests.kafka_broker import _ports_free
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 CLUSTER_SH = REPO_ROOT / "deploy" / "kafka" / "cluster.sh"
@@ -129,20 +130,10 @@ def _script_env(home: Path, base_port: int) -> dict[str, str]:
                 HIVESTREAM_CLUSTER_WAIT_TIMEOUT="180")
 
 
-def _free(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
-
-
 def _pick_base_port() -> int:
     """19192 when its 9 ports (3 per node) are free, else another free block."""
     for base in (DEFAULT_BASE_PORT, 29192, 39192, 49192, 21192, 23192):
-        if all(_free(base + off + n) for off in (0, 10, 20) for n in range(3)):
+        if _ports_free(*(base + off + n for off in (0, 10, 20) for n in range(3))):
             return base
     raise ClusterError("no free block of ports for the cluster on 127.0.0.1")
 
