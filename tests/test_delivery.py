@@ -83,7 +83,7 @@ def test_simulated_consumer_processes_in_order_commits_only_processed_offsets_an
     """A simulated faust consumer over a log with absent offsets:
 
     - fetches of random size; faust's loop sometimes breaks off before handing a fetch on to its end;
-    - seeks to the committed offset that are not atomic, as in :class:`streams.kafka.faust_app.RewindingConsumer`:
+    - seeks to the committed offset that are not atomic, as in :class:`streams.kafka.rewinding.RewindingConsumer`:
       the ledger hears "seek started" (epoch bump), the fetch position moves at some later point
       (fetches may run in between, before and after it moves), then the ledger hears the offset;
     - queue clears followed by a rewind to the lowest cleared offset (``RewindingFlowControl``), where

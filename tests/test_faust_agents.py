@@ -6,15 +6,17 @@ import io
 import json
 import logging
 import os
-from typing import Any
+from typing import Any, NamedTuple
 from unittest import mock
 from unittest.mock import AsyncMock
 
 import colorlog
 import pytest
+from faust.types import TP
 
 from streams.frames.codec import frame_event_from_json
-from streams.kafka.faust_app import plain_logs_unless_tty, run_before_commit
+from streams.kafka.faust_app import plain_logs_unless_tty
+from streams.kafka.rewinding import run_before_commit
 from streams.model.events import from_prefixed
 from streams.settings import Settings
 from streams.workers.hooks import create_app
@@ -69,13 +71,28 @@ def hook(content: str, t: int, eid: str) -> bytes:
     return from_prefixed(content, event_time_ms=t, event_id=eid).to_json()
 
 
+class Rec(NamedTuple):
+    """The fields of an aiokafka ConsumerRecord the batch handler reads."""
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+
+
+async def deliver(h: Any, partition: int, values: list[bytes]) -> None:
+    """Hand ``values`` to the worker's batch handler as one fetch of ``partition`` (offsets 0..), then its after-step."""
+    tp = TP(h.topics.hook_events, partition)
+    h.on_records(tp, [Rec(tp.topic, partition, i, 1_790_000_000_000 + i, b"kg:1", v) for i, v in enumerate(values)])
+    await h.after_records()
+
+
 async def test_dedup_agent_collapses_and_keeps_state_in_the_table(h: Any) -> None:
     a = hook("[hm session:openclaw-gateway:c1 src:openclaw event:stop] BODY", 1000, "a")
     b = hook("[hm session:s2 src:claude-code event:stop] BODY", 1300, "b")
-    async with h.dedup.test_context() as agent:
-        await agent.put(a, key=b"kg:1", partition=0)
-        await agent.put(b, key=b"kg:1", partition=0)
-        await agent.put(a, key=b"kg:1", partition=0)  # redelivered
+    await deliver(h, 0, [a, b, a])  # the last one redelivered
     await run_before_commit(h.app)
     out = [frame_event_from_json(v) for v in sent(h, h.topics.frames)]
     assert [(fe.kind, fe.frame_id, fe.capture.source) for fe in out] == [
@@ -93,9 +110,7 @@ async def test_dedup_agent_collapses_and_keeps_state_in_the_table(h: Any) -> Non
 async def test_dedup_agent_routes_tool_events_and_bad_input(h: Any) -> None:
     good = json.dumps({"hook_event_name": "Stop", "session_id": "s1", "last_assistant_message": "done", "ts": 5}).encode()
     tool = json.dumps({"hook_event_name": "PreToolUse", "session_id": "s1", "tool_name": "Bash", "ts": 6}).encode()
-    async with h.dedup.test_context() as agent:
-        for v in (good, tool, b"\xff\xfe", b'{"content": "[hm src:x]  ", "timestamp": 7}', b"{not json"):
-            await agent.put(v, key=b"s1", partition=0)
+    await deliver(h, 0, [good, tool, b"\xff\xfe", b'{"content": "[hm src:x]  ", "timestamp": 7}', b"{not json"])
     await run_before_commit(h.app)
     frames = [json.loads(v) for v in sent(h, h.topics.frames)]
     assert [f["capture"]["source"] for f in frames] == ["claude-code"]

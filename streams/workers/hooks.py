@@ -1,31 +1,37 @@
-"""The faust frames worker: one dedup agent reads ``hook-events`` directly (no repartition hop).
+"""The faust frames worker: one dedup step reads ``hook-events`` directly (no repartition hop), a fetch at a time.
 
 ``hook-events`` is keyed by key group (:mod:`streams.model.key_groups`), so every capture of one body
-arrives at one agent partition, in log order, whatever the partition count. Per record the agent
+arrives at one partition, in log order, whatever the partition count. The records of each fetch
+reach ``on_records`` one partition at a time (batch delivery inside faust,
+:mod:`streams.kafka.batch_delivery`: the app, its consumer group, rebalances, the tables and their
+changelogs stay faust's; faust's per-record ``Event`` path does not run for them). Per record it
 decodes and adapts (bad input → ``dead-letter``), dedups by the pure
-:class:`~streams.frames.dedup.DedupCore` (one core per partition, its watermarks per key group), and sends
-the frame event to ``frames``; a memory tool call (``PostToolUse`` / ``after_tool_call`` of a memory
-tool, :mod:`streams.memory_calls`) goes to ``memory-calls``. The core's state is a plain dict per partition in front of the faust
-table ``dedup-state``: the keys changed since the last commit are written to the table's changelog
-topic right before faust commits (:class:`streams.kafka.faust_app.FlushBeforeCommitConsumer`) and when a
-partition is revoked, so the changelog always covers the committed records, one changelog record per
-changed key per commit instead of one per capture; a worker that takes a partition over restores it
-from the compacted changelog (memory store: the state is bounded by the window).
+:class:`~streams.frames.dedup.DedupCore` (one core per partition, its watermarks per key group), and
+puts the frame event into a ``frames`` batch; a memory tool call (``PostToolUse`` /
+``after_tool_call`` of a memory tool, :mod:`streams.memory_calls`) goes to ``memory-calls``. The
+core's state is a plain dict per partition in front of the faust table ``dedup-state``: the keys
+changed since the last commit are written to the table's changelog topic right before faust
+commits (:class:`streams.kafka.rewinding.FlushBeforeCommitConsumer`) and when a partition is
+revoked, so the changelog always covers the committed records, one changelog record per changed
+key per commit instead of one per capture; a worker that takes a partition over restores it from
+the compacted changelog (memory store: the state is bounded by the window).
 
-The agent also derives the KnowHub events of the record (redacted) → ``experience-events``, and
+The step also derives the KnowHub events of the record (redacted) → ``experience-events``, and
 extraction requests → ``kb-extract`` → the **extract** agent (the OpenAI-compatible endpoint, off
-by default; results kept in the table ``kb-extractions`` so a re-processed request re-emits them).
+by default; results kept in the table ``kb-extractions`` so a re-processed request re-emits them;
+that agent takes faust's per-record path: each request is a model call).
 
-Outputs go through faust's producer directly (``app.producer.send``: one buffered send, no
-per-message future bookkeeping); faust flushes the producer before it commits offsets, so
-processing is at-least-once, and a record processed again re-emits the same answers (the core
-remembers the event ids its frames absorbed), which the projector ignores by event id.
+Outputs are appended to aiokafka batches (:class:`~streams.kafka.batched_output.BatchedOutput`: no
+per-record future); the batches and the changelog writes are sent before faust commits, and faust
+flushes its producer before it commits offsets, so processing is at-least-once, and a record
+processed again re-emits the same answers (the core remembers the event ids its frames absorbed),
+which the projector ignores by event id.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,9 +47,12 @@ from streams.frames.capture import Capture
 from streams.frames.codec import frame_event_to_json
 from streams.frames.dedup import DedupCore, group_of_key
 from streams.frames.steps import memory_call_of, route_hook_record
+from streams.kafka.batch_delivery import on_batch
+from streams.kafka.batched_output import BatchedOutput
 from streams.kafka.connection import ConnectionLike
-from streams.kafka.faust_app import BatchedOutput, internal_specs, is_stale, make_faust_app, on_before_commit, run_app
+from streams.kafka.faust_app import internal_specs, make_faust_app, run_app
 from streams.kafka.lag import worker_group
+from streams.kafka.rewinding import on_before_commit
 from streams.kafka.topics import Topics, TopicSpec, partition_for
 from streams.memory_calls import configured_rules
 from streams.model.clock import wall_clock_ms
@@ -56,7 +65,11 @@ from streams.settings import Settings
 
 @dataclass
 class HivestreamApp:
-    """The faust app and its parts (exposed for tests and benchmarks)."""
+    """The faust app and its parts (exposed for tests and benchmarks).
+
+    ``on_records(tp, records)`` is the batch handler of ``hook-events`` (synchronous) and
+    ``after_records()`` what runs after each fetch's handlers (:func:`streams.kafka.batch_delivery.on_batch`).
+    """
 
     app: faust.App
     topics: Topics
@@ -66,6 +79,8 @@ class HivestreamApp:
     cores: dict[int, DedupCore]
     extract: Any = None
     extractions: Any = None
+    on_records: Any = None
+    after_records: Any = None
 
     def copartitioned(self) -> list[str]:
         """The topics that must have as many partitions as ``hook-events``: the tables' changelogs and ``kb-extract``."""
@@ -122,7 +137,7 @@ def create_app(
     schema: Any = faust.Schema(key_type=str, key_serializer="raw", value_serializer="json")
     extractions = None if deriver is None else app.Table("kb-extractions", default=None, partitions=n, schema=schema)
     # the dedup state: per partition a plain dict (TrackedState) in front of the faust table, written to
-    # the table's changelog right before each commit (streams.kafka.faust_app.FlushBeforeCommitConsumer)
+    # the table's changelog right before each commit (streams.kafka.rewinding.FlushBeforeCommitConsumer)
     # (bytes keys and values: raw serializers, orjson inside; "memory://local" because a bare "memory://" URL is falsy
     # to faust, which then falls back to the app's store)
     table = app.Table("dedup-state", default=None, partitions=n, store="memory://local", key_type=bytes, value_type=bytes)
@@ -192,29 +207,57 @@ def create_app(
             key = kb_key(kb)
             await send(topics.experience_events, key, kb.model_dump_json().encode(), partition_for(key, n))
 
-    @app.agent(hook_events, name="dedup")
-    async def dedup(stream: faust.StreamT[bytes]) -> AsyncIterator[None]:
-        """hook-events → frames (dedup state in the changelog-backed table), dead-letter, experience-events."""
-        async for event in stream.events():
-            m = event.message
-            if is_stale(app, m):  # faust #596 fix: this record comes again after a seek, in order
-                yield None
-                continue
-            raw = event.value
-            pos = Position(m.topic, m.partition, m.offset, int(m.timestamp * 1000))
-            res = route_hook_record(raw, pos, settings, wall_clock_ms())
+    pending: list[tuple[DeadLetter, str]] = []  # dead letters of the current fetch and their topic: sent by faust's producer (key-partitioned)
+
+    def on_records(tp: Any, records: Sequence[Any]) -> None:
+        """One fetch of a hook-events partition → frames, memory-calls, KnowHub outputs (batched), dead letters (pending).
+
+        Synchronous (streams.kafka.batch_delivery): every output is put into a batch, none is awaited.
+        """
+        p = tp.partition
+        core = core_for(p)
+        now = wall_clock_ms()
+        put, frames_topic, calls_topic, source = out.put, topics.frames, topics.memory_calls, tp.topic
+        for r in records:
+            raw = r.value
+            pos = Position(source, p, r.offset, r.timestamp)
+            res = route_hook_record(raw, pos, settings, now)
             if isinstance(res, Capture):
-                fe = core_for(m.partition).process(res)
-                await out.append(topics.frames, m.partition, res.key.encode(), frame_event_to_json(fe))  # frames has the partitions of hook-events
+                put(frames_topic, p, res.key.encode(), frame_event_to_json(core.process(res)))  # frames has the partitions of hook-events
             elif isinstance(res, DeadLetter):
-                await send_dead(res)
+                pending.append((res, topics.dead_letter))
             elif memory_rules is not None and raw and (b"PostToolUse" in raw or b"after_tool_call" in raw):
                 call = memory_call_of(raw, pos, memory_rules)
                 if call is not None:
-                    await out.append(topics.memory_calls, m.partition, call.session.encode(), call.to_json())
+                    put(calls_topic, p, call.session.encode(), call.to_json())
             if deriver is not None and might_be_kb(raw):
-                for kb in route_kb_record(raw, pos, deriver, wall_clock_ms()):
-                    await send_kb(kb)
+                for kb in route_kb_record(raw, pos, deriver, now):
+                    put_kb(kb)
+
+    def put_kb(kb: KbEvent | ExtractionRequest | DeadLetter) -> None:
+        if isinstance(kb, DeadLetter):
+            pending.append((kb, topics.kb_dead_letter))
+        elif isinstance(kb, ExtractionRequest):
+            key = kb.request_id.encode()
+            out.put(topics.kb_extract, partition_for(key, n), key, kb.to_json())
+        else:
+            key = kb_key(kb)
+            out.put(topics.experience_events, partition_for(key, n), key, kb.model_dump_json().encode())
+
+    async def after_records() -> None:
+        """After a fetch's batches were acked: hand the filled batches and the dead letters to the producer."""
+        await out.send_full()
+        dead, pending[:] = list(pending), []
+        for dl, topic in dead:
+            await send_dead(dl, topic)
+
+    on_batch(app, topics.hook_events, on_records, after_records)
+
+    @app.agent(hook_events, name="dedup")
+    async def dedup(stream: faust.StreamT[bytes]) -> AsyncIterator[None]:
+        """Subscribes the app to hook-events; its records go to ``on_records`` a fetch at a time, not
+        through this stream (streams.kafka.batch_delivery)."""
+        async for _event in stream.events():
             yield None
 
     clients: list[Completer] = [completer] if completer is not None else []
@@ -246,7 +289,7 @@ def create_app(
             yield None
 
     extract_agent = app.agent(kb_extract, name="extract")(extract) if deriver is not None else None  # not in `reprocess`
-    return HivestreamApp(app, topics, n, dedup, table, cores, extract_agent, extractions)
+    return HivestreamApp(app, topics, n, dedup, table, cores, extract_agent, extractions, on_records, after_records)
 
 
 def run_worker(h: HivestreamApp, loglevel: str = "warning") -> None:

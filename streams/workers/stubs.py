@@ -17,7 +17,8 @@ from typing import Any
 import faust
 
 from streams.kafka.connection import ConnectionLike
-from streams.kafka.faust_app import internal_specs, is_stale, make_faust_app
+from streams.kafka.faust_app import internal_specs, make_faust_app
+from streams.kafka.rewinding import is_stale
 from streams.kafka.topics import Topics, TopicSpec
 from streams.model.clock import wall_clock_ms
 from streams.model.deadletter import DeadLetter
