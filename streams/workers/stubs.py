@@ -1,28 +1,37 @@
-"""The faust stub worker: ``stub-events`` → matcher agent → ``stub-matches`` (+ ``stub-dead-letter``).
+"""The faust stub worker: ``stub-events`` → matcher step → ``stub-matches`` (+ ``stub-dead-letter``).
 
-One agent consumes ``stub-events`` (keyed by channel). Per partition it keeps a
-:class:`~streams.stubs.partition_step.StubPartitionStep` whose state lives in the faust table
-``stub-state`` (changelog topic), so a restarted worker, or the worker that takes the partition
-over, resumes with the same stubs and the outcomes of the messages already processed. Output
-records go to the same partition number of ``stub-matches``, keeping their order. Processing is
-at-least-once; re-emitted records carry the same event ids and the projector applies them once.
+The records of ``stub-events`` (keyed by channel) reach ``on_records`` a fetch per partition at a
+time (batch delivery inside faust, :mod:`streams.kafka.batch_delivery`). Per partition it keeps a
+:class:`~streams.stubs.partition_step.StubPartitionStep` whose state is a plain dict
+(:class:`~streams.model.tracked_state.TrackedState`) in front of the faust table ``stub-state``:
+the keys changed since the last commit are written to the table's changelog right before faust
+commits and when a partition is revoked (as the frames worker does with ``dedup-state``; a faust
+table cannot be written outside an event's context, faust #497), so a restarted worker, or the
+worker that takes the partition over, resumes with the same stubs and the outcomes of the
+messages already processed. Output records go to the same partition number of ``stub-matches``,
+in aiokafka batches, keeping their order. Processing is at-least-once; re-emitted records carry the
+same event ids and the projector applies them once.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import faust
+import orjson
 
+from streams.kafka.batch_delivery import on_batch
+from streams.kafka.batched_output import BatchedOutput
 from streams.kafka.connection import ConnectionLike
 from streams.kafka.faust_app import internal_specs, make_faust_app
-from streams.kafka.rewinding import is_stale
+from streams.kafka.rewinding import on_before_commit
 from streams.kafka.topics import Topics, TopicSpec
 from streams.model.clock import wall_clock_ms
 from streams.model.deadletter import DeadLetter
 from streams.model.position import Position
+from streams.model.tracked_state import TrackedState
 from streams.settings import Settings
 from streams.stubs.partition_step import Emit, StubPartitionStep
 from streams.stubs.settings import MatchPolicy
@@ -62,36 +71,74 @@ def create_stub_app(settings: Settings, policy: MatchPolicy, *, connection: Conn
     app_id = f"{settings.topic_namespace}-stubs"
     app = make_faust_app(app_id, settings, connection=connection, store=store, partitions=partitions, data_dir=data_dir)
     events = app.topic(topics.stub_events, internal=False)
-    matches = app.topic(topics.stub_matches, partitions=partitions, internal=False)
-    dead = app.topic(topics.stub_dead_letter, internal=False)
     table = app.Table("stub-state", default=None, partitions=partitions,
                       schema=faust.Schema(key_type=str, key_serializer="raw", value_serializer="json"))
     steps: dict[int, StubPartitionStep] = {}
+    states: dict[int, TrackedState] = {}
+    out = BatchedOutput(app)
+    pending: list[DeadLetter] = []  # dead letters of the current fetch: sent by faust's producer (key-partitioned)
+
+    async def flush_state(partition: int | None = None) -> None:
+        """Send the state keys changed since the last call to the table's changelog (None deletes), then every open batch."""
+        topic = table.changelog_topic.get_topic_name()
+        for p, state in list(states.items()):
+            if partition is not None and p != partition:
+                continue
+            upserts, deletes = state.drain()
+            for k, v in upserts.items():
+                out.put(topic, p, k.encode(), orjson.dumps(v))
+            for k in deletes:
+                out.put(topic, p, k.encode(), None)
+        await out.flush()
+
+    on_before_commit(app, flush_state)
 
     @app.on_partitions_revoked.connect
     async def _forget(sender: Any, /, *args: Any, signal: Any, **kw: Any) -> None:
         revoked = args[0] if args else kw.get("revoked", ())
-        for tp in revoked:
-            if tp.topic == topics.stub_events:
-                steps.pop(tp.partition, None)  # rebuilt from the table if it comes back
+        mine = [tp.partition for tp in revoked if tp.topic == topics.stub_events and tp.partition in steps]
+        for p in mine:
+            await flush_state(p)  # the next owner restores the partition from the changelog
+            steps.pop(p, None)
+            states.pop(p, None)
+        if mine:
+            await app.producer.flush()
+
+    def step_for(partition: int) -> StubPartitionStep:
+        step = steps.get(partition)
+        if step is None:
+            prefix = f"[{partition}, "  # every store key is json.dumps([partition, ...])
+            restored = ((k.decode() if isinstance(k, bytes) else str(k), v) for k, v in list(table.data.items()) if v is not None)
+            state = states[partition] = TrackedState({k: v for k, v in restored if k.startswith(prefix)})
+            step = steps[partition] = StubPartitionStep(partition, policy, state)
+        return step
+
+    def on_records(tp: Any, records: Sequence[Any]) -> None:
+        """One fetch of a stub-events partition → stub-matches (same partition, batched) and dead letters (pending)."""
+        p = tp.partition
+        step = step_for(p)
+        now = wall_clock_ms()
+        for r in records:
+            for o in step.process(r.value, Position(tp.topic, p, r.offset, r.timestamp), now):
+                if isinstance(o, Emit):
+                    out.put(topics.stub_matches, p, o.key, o.value)
+                elif isinstance(o, DeadLetter):
+                    pending.append(o)
+
+    async def after_records() -> None:
+        await out.send_full()
+        dead, pending[:] = list(pending), []
+        for dl in dead:
+            await app.producer.send(topics.stub_dead_letter, f"{dl.source}:{dl.partition}:{dl.offset}".encode(),
+                                    dl.model_dump_json().encode(), None, None, None)
+
+    on_batch(app, topics.stub_events, on_records, after_records)
 
     @app.agent(events)
     async def matcher(stream: faust.StreamT[bytes]) -> AsyncIterator[None]:
-        """stub-events → stub-matches (same partition) or stub-dead-letter."""
-        async for event in stream.events():
-            m = event.message
-            if is_stale(app, m):  # faust #596 fix: this record comes again after a seek, in order
-                yield None
-                continue
-            step = steps.get(m.partition)
-            if step is None:
-                step = steps[m.partition] = StubPartitionStep(m.partition, policy, table)
-            pos = Position(m.topic, m.partition, m.offset, int(m.timestamp * 1000))
-            for out in step.process(event.value, pos, wall_clock_ms()):
-                if isinstance(out, Emit):
-                    await matches.send(key=out.key, value=out.value, partition=m.partition)
-                elif isinstance(out, DeadLetter):
-                    await dead.send(key=f"{out.source}:{out.partition}:{out.offset}".encode(), value=out.model_dump_json().encode())
+        """Subscribes the app to stub-events; its records go to ``on_records`` a fetch at a time
+        (streams.kafka.batch_delivery), not through this stream."""
+        async for _event in stream.events():
             yield None
 
     return StubWorkerApp(app, topics, partitions, matcher, table)
