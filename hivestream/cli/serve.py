@@ -67,6 +67,7 @@ def _serve(db: Path, log_dir: Path, host: str, port: int, tokens_file: Path | No
     from hivestream.serve.app import ServeConfig, run
     from hivestream.serve.follower import FollowerOptions
     from hivestream.serve.log_writer import LogBusy, Retention
+    from hivestream.serve.publisher import PublishOptions
     from projections.frames.sink import MetaMismatch
     from streams.experiences.extract import ChatClient
     from streams.experiences.settings import KbSettings
@@ -91,8 +92,8 @@ def _serve(db: Path, log_dir: Path, host: str, port: int, tokens_file: Path | No
                         privacy_mode=kbs.privacy_mode, access_log=access_log)
     retention = Retention(retain_bytes, None if retain_days is None else int(retain_days * 86_400_000))
     cfg = ServeConfig(http=http, db=db, log_dir=log_dir, log_max_bytes=log_max_bytes,
-                      follower=FollowerOptions(snapshot_every_s=snapshot_every_s, report=report_path, report_every_s=report_every_s,
-                                               retention=retention),
+                      follower=FollowerOptions(retention=retention),
+                      publish=PublishOptions(snapshot_every_s=snapshot_every_s, report=report_path, report_every_s=report_every_s),
                       settings=settings, kb_settings=kbs)
     completer = None
     if kbs.extraction_enabled:
@@ -106,7 +107,7 @@ def _serve(db: Path, log_dir: Path, host: str, port: int, tokens_file: Path | No
         print(f"hivestream serve: listening on http://{host}:{p}\n"
               f"  log:    {log_dir}  (the source of truth; `{me} run {log_dir} --db OTHER.duckdb` rebuilds the file, "
               f"`{me} produce {log_dir}` moves it onto Kafka)\n"
-              f"  DuckDB: {db}  (while serve runs: `{me} query totals --db {db}` reads its snapshot)\n"
+              f"  DuckDB: {db}  (while serve runs: `{me} query totals --db {db}` asks serve)\n"
               f"  report: {report_path if report_path else '(off)'}"
               + (f"  (refreshed every {report_every_s:g} s; `{me} report --db {db}` writes one now)" if report_path else ""),
               file=sys.stderr, flush=True)
