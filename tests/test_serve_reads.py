@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+import time
 from pathlib import Path
 
 import httpx
@@ -85,6 +86,12 @@ def test_reads_need_the_read_token_and_a_note_that_is_not_its_serves_falls_back_
         note = json.loads(marker_path(db).read_text())
         marker_path(db).write_text(json.dumps({**note, "token": "not-the-token"}))
         assert stat.S_IMODE(marker_path(db).stat().st_mode) == 0o600
+        deadline = time.monotonic() + 60  # the snapshot is published on a low-priority thread: wait until it holds the capture
+        while True:
+            q = hivestream("query", "totals", "--db", str(db), "--format", "json")
+            if (q.returncode == 0 and json.loads(q.stdout)[0]["captures"] == 1) or time.monotonic() > deadline:
+                break
+            time.sleep(0.3)
         n, err = _captures(db)
         assert n == 1 and "refused its read token (HTTP 401" in err and "answered from the snapshot" in err, err
         assert len(err.strip().splitlines()) == 1 and "not-the-token" not in err

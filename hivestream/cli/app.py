@@ -262,7 +262,7 @@ def query(
     fmt: Annotated[OutputFormat, typer.Option("--format", help="table, json or csv")] = OutputFormat.TABLE,
     list_: Annotated[bool, typer.Option("--list", help="list the named queries")] = False,
 ) -> None:
-    """Run a named analytics query on a projection file."""
+    """Run a named analytics query on a projection file (while `hivestream serve` holds it, serve answers)."""
     if list_ or name is None:
         out.print(table("named queries", ["name", "answers"], [(q.name, q.description) for q in ALL_QUERIES.values()]))
         return

@@ -31,7 +31,7 @@ def serve(
     log_max_bytes: Annotated[int, typer.Option("--log-max-bytes", help="bound of the log (bytes; past it POSTs get 503)")] = 8 << 30,
     retain_bytes: Annotated[int | None, typer.Option("--retain-bytes", help="delete the oldest applied log segments past this size (bytes)")] = None,
     retain_days: Annotated[float | None, typer.Option("--retain-days", help="delete applied log segments last written more than this many days ago")] = None,
-    snapshot_every_s: Annotated[float, typer.Option("--snapshot-every", help="least seconds between snapshots for readers (0: none)")] = 1.0,
+    snapshot_every_s: Annotated[float, typer.Option("--snapshot-every", help="least seconds between snapshots for readers not asking serve (0: none)")] = 1.0,
     report: Annotated[Path | None, typer.Option("--report", help="HTML report kept current (default: <db stem>-report.html)")] = None,
     report_every_s: Annotated[float, typer.Option("--report-every", help="least seconds between two refreshes of the report")] = 60.0,
     no_report: Annotated[bool, typer.Option("--no-report", help="do not write the report")] = False,

@@ -4,16 +4,21 @@ its heartbeat, and the HTML report.
 
 Each is made on a cursor the :class:`~hivestream.serve.read_gate.ReadGate` lends (DuckDB MVCC: the
 copy is the file as of its start, the dedup loop goes on committing meanwhile), so a copy that
-takes seconds on a large file never delays a frame: the loop's thread only applies records. The
+takes seconds on a large file never delays a frame: the loop's thread only applies records, and
+this one runs at a lower CPU priority (Linux), so it takes spare CPU, not the HTTP side's. The
 snapshot is published at most every ``snapshot_every_s`` while something changed, and less often
-when a copy takes long (the thread copies at most a fifth of the time, so it leaves the CPU to
-the loop); the report at most every ``report_every_s``. A failure is one log line (the previous
+when a copy takes long (the thread copies at most a tenth of the time: ``hivestream query`` asks
+serve and no longer waits for a copy, and the CPU is better left to the loop and the HTTP side);
+the report at most every ``report_every_s``. A failure is one log line (the previous
 snapshot and report stay) and is tried again next round.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -79,7 +84,9 @@ class Publisher:
         self._wake.set()
 
     def run(self) -> None:
-        """Until :attr:`stop` is set: publish what is due; then publish once more, whatever the pacing."""
+        """Until :attr:`stop` is set: publish what is due; then publish once more, whatever the pacing.
+        On Linux the thread runs at nice 10 (:func:`lower_priority`)."""
+        lower_priority()
         while not self.stop.is_set():
             self.publish()
             self._wake.wait(0.25)
@@ -114,7 +121,7 @@ class Publisher:
                 raise
             took = time.monotonic() - t0
             self._snap_at = time.monotonic()
-            self._snap_gap = max(every, 4 * took)  # copying takes at most a fifth of the time
+            self._snap_gap = max(every, 9 * took)  # copying takes at most a tenth of the time (the CPU is the loop's and the HTTP side's)
             self.progress.snapshot_ms = self.clock()
         if every > 0 and not self._dirty and (force or now - self._beat_at >= max(1.0, every)):
             with self.gate.cursor() as (_cur, path):
@@ -131,6 +138,15 @@ class Publisher:
                 self._report_dirty = True
                 raise
             self._report_at = time.monotonic()
+
+
+def lower_priority(nice: int = 10) -> None:
+    """Lower the calling thread's CPU priority by ``nice`` (Linux: a thread is a task of its own for
+    ``setpriority``), so a copy or a report competes with the dedup loop and the HTTP side only for
+    spare CPU; elsewhere (macOS: per process only) nothing. Never raises."""
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), nice)
 
 
 def _write_report(cur: duckdb.DuckDBPyConnection, note: str, out: Path, generated_at_ms: int) -> None:
