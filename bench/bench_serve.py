@@ -11,11 +11,16 @@ two servers alternating per round; each figure is the median of the rounds, the 
 * **batches**: ``--batches`` JSON arrays of 500 payloads posted by ``--batch-clients`` clients:
   events/s from the first post to the last 2xx and the p99 of the request latency. Checked: every
   answer 200, 500 accepted, ``durable`` ``log`` (serve) or ``broker`` (ingest).
-* **2xx to a queryable frame**: one payload posted to serve, then the reading path of
-  ``hivestream query`` (:func:`projections.reading.open_for_reading`: the snapshot serve publishes
-  while it holds the file) polled every 50 ms until the capture's event id is in
-  ``frame_captures``; p50 and p99 over ``--probes`` probes with serve idle and as many while 2 more
-  clients post a batch of 500 every 0.5 s each (2,000 events/s, below what the dedup loop applies).
+* **2xx to a queryable frame**: on a file that already holds ``--prefill`` records (100,000; topped
+  up with batches when the throughput cases posted fewer), one payload posted to serve with an
+  event time on a day of its own, then what ``hivestream query captures-per-day --db FILE`` does
+  after its start-up (:func:`hivestream.serve.read_client.read_named`: it asks the serve holding
+  the file) polled every 50 ms until the probe's day is a row; p50 and p99 over ``--probes``
+  probes with serve idle and as many while 2 more clients post a batch of 500 every 0.5 s each
+  (2,000 events/s, below what the dedup loop applies). Anchors in the same run: the snapshot
+  ``<db>.snapshot`` (what readers saw before serve answered reads; ``--snapshot-probes``
+  probes, idle), and the wall time of whole ``hivestream query captures-per-day`` commands
+  (process start included).
 * **hook**: wall time of ``hivestream hook claude-code`` (the console script, payload on stdin)
   against the running serve and against the running ingest; p50 over ``--hook-runs`` runs each.
 
@@ -26,10 +31,11 @@ are the dedup loop's rate, anchored on ``hivestream run LOGDIR --jobs 0`` over t
 end. Anchors measured in the same run: ingest for serve; raw aiokafka (idempotent, ``acks=all``,
 no HTTP: all records at once, and 50 concurrent one-record senders) for ingest; the log alone
 (:class:`hivestream.serve.log_writer.HookLog`, in this process: one append + fsync per 500 records)
-for serve's batches; ``--snapshot-every`` (1 s) for the freshness; ``python -c pass``
+for serve's batches; the snapshot and the 1-2 s goal for the freshness; ``python -c pass``
 and the 100 ms goal for the hook. For each case it prints the CPU seconds of the server.
 
-Usage: ``python bench/bench_serve.py [--runs 3] [--seconds 10] [--batches 40] [--probes 20] [--hook-runs 20]``.
+Usage: ``python bench/bench_serve.py [--runs 3] [--seconds 10] [--batches 40] [--probes 20] [--snapshot-probes 5]
+[--prefill 100000] [--hook-runs 20]``.
 It uses ``KAFKA_BOOTSTRAP_SERVERS`` when set, else starts the ``deploy/kafka`` broker
 (:func:`tests.kafka_broker.local_broker`) and stops it at the end.
 """
@@ -60,6 +66,8 @@ import orjson  # noqa: E402
 
 from bench.bench_ingest import hook_times, payload, pct, raw_produce, records, run, singles  # noqa: E402
 from bench.procstat import proc_cpu_s  # noqa: E402
+from hivestream.serve.read_api import QUERY_SETS  # noqa: E402
+from hivestream.serve.read_client import read_named  # noqa: E402
 from projections.reading import open_for_reading  # noqa: E402
 from tests.ingest_harness import IngestProc  # noqa: E402
 from tests.kafka_broker import local_broker  # noqa: E402
@@ -68,7 +76,9 @@ from tests.serve_harness import ServeProc, hivestream  # noqa: E402
 
 SIZE = 500
 PROBE_LIMIT_S = 30.0  # a probe not queryable by then is counted at this figure (and said so)
-POLL_S = 0.05  # between two reads of the snapshot (each opens it, as `hivestream query` does)
+POLL_S = 0.05  # between two reads (each as `hivestream query` reads: it asks serve, or opens the snapshot)
+PROBE_DAY0_MS = 946_684_800_000  # 2000-01-01 UTC: probe i's capture is dated day i after it, a row of captures-per-day of its own
+DAY_MS = 86_400_000
 LOAD_EVERY_S = 0.5  # each background client of the freshness probes posts one batch of 500 per this many seconds
 
 
@@ -134,8 +144,8 @@ def applied_after(serve: ServeProc) -> tuple[float, int]:
     return time.perf_counter() - t0, n
 
 
-def captured(db: Path, event_id: str) -> bool:
-    """Whether ``hivestream query``'s reading path of ``db`` shows the capture ``event_id`` yet."""
+def in_snapshot(db: Path, event_id: str) -> bool:
+    """Whether the snapshot serve publishes (``<db>.snapshot``) holds the capture ``event_id`` yet (the anchor)."""
     try:
         con, _how = open_for_reading(db)
     except (FileNotFoundError, OSError):
@@ -148,8 +158,22 @@ def captured(db: Path, event_id: str) -> bool:
         con.close()
 
 
-async def probes(serve: ServeProc, n: int, tag: str, load_clients: int = 0) -> list[float]:
-    """Seconds from each probe's 2xx until its frame is queryable; ``load_clients`` post batches meanwhile."""
+def queried(db: Path, day: str) -> bool:
+    """Whether ``hivestream query captures-per-day --db db`` (its reading, after start-up) shows a row of ``day`` yet."""
+    _cols, rows, how = read_named(db, "frames", QUERY_SETS["frames"], "captures-per-day")
+    assert how.startswith("answered by hivestream serve"), how  # the user's path while serve runs: serve answers
+    return any(r[0] == day for r in rows)
+
+
+def probe_payload(tag: str, i: int) -> tuple[dict[str, Any], str]:
+    """Probe ``i``'s payload, dated on a day of its own, and that day (``YYYY-MM-DD``)."""
+    t = PROBE_DAY0_MS + i * DAY_MS
+    return {**payload(f"{tag}-probe", i), "event_time_ms": t}, time.strftime("%Y-%m-%d", time.gmtime(t / 1000))
+
+
+async def probes(serve: ServeProc, n: int, tag: str, first: int, load_clients: int = 0, snapshot: bool = False) -> list[float]:
+    """Seconds from each probe's 2xx until its frame is queryable (``snapshot``: in the snapshot);
+    ``load_clients`` post batches meanwhile; probes are numbered from ``first`` (each its own day)."""
     out: list[float] = []
     done = asyncio.Event()
 
@@ -165,13 +189,14 @@ async def probes(serve: ServeProc, n: int, tag: str, load_clients: int = 0) -> l
     async with aiohttp.ClientSession() as http:
         loads = [asyncio.create_task(load(http, c)) for c in range(load_clients)]
         await asyncio.sleep(1.0 if load_clients else 0)
-        for i in range(n):
-            async with http.post(f"{serve.url}/v1/hooks/claude-code", json=payload(f"{tag}-probe", i)) as r:
+        for i in range(first, first + n):
+            body, day = probe_payload(tag, i)
+            async with http.post(f"{serve.url}/v1/hooks/claude-code", json=body) as r:
                 got = orjson.loads(await r.read())
                 assert r.status == 200 and got["accepted"] == 1, got
             t0 = time.perf_counter()
             eid = got["results"][0]["event_id"]
-            while not await asyncio.to_thread(captured, serve.db, eid):
+            while not await asyncio.to_thread(partial(in_snapshot, serve.db, eid) if snapshot else partial(queried, serve.db, day)):
                 if time.perf_counter() - t0 > PROBE_LIMIT_S:
                     break
                 await asyncio.sleep(POLL_S)
@@ -179,6 +204,29 @@ async def probes(serve: ServeProc, n: int, tag: str, load_clients: int = 0) -> l
             await asyncio.sleep(0.2)
         done.set()
         await asyncio.gather(*loads)
+    return out
+
+
+def prefill(serve: ServeProc, at_least: int, tag: str) -> int:
+    """Post batches of 500 to serve until its log holds ``at_least`` records; wait until applied; the record count."""
+    n = serve.wait_applied(timeout_s=600)
+    b = 0
+    while n < at_least:
+        k = min(40, (at_least - n + SIZE - 1) // SIZE)
+        run(batches(serve.url, k, 4, f"{tag}{b}", "log"))
+        b += 1
+        n = serve.wait_applied(timeout_s=900)
+    return n
+
+
+def query_command_s(db: Path, runs: int) -> list[float]:
+    """Wall times (s) of whole ``hivestream query captures-per-day --db db`` commands (process start included)."""
+    out = []
+    for _ in range(runs):
+        t = time.perf_counter()
+        r = hivestream("query", "captures-per-day", "--db", str(db), "--format", "csv")
+        out.append(time.perf_counter() - t)
+        assert r.returncode == 0 and r.stderr.startswith("answered by hivestream serve"), r.stderr[-500:]
     return out
 
 
@@ -207,6 +255,8 @@ def main() -> None:
     ap.add_argument("--batches", type=int, default=40)
     ap.add_argument("--batch-clients", type=int, default=8)
     ap.add_argument("--probes", type=int, default=20)
+    ap.add_argument("--snapshot-probes", type=int, default=5)
+    ap.add_argument("--prefill", type=int, default=100_000)
     ap.add_argument("--hook-runs", type=int, default=20)
     a = ap.parse_args()
     t_start = time.perf_counter()
@@ -281,15 +331,24 @@ def main() -> None:
             print(f"serve's dedup loop, batches cases (records applied from the first post until caught up, per second): "
                   f"{med(dedup_rate):,.0f} events/s ({rounds(dedup_rate)}); anchor `hivestream run LOGDIR --jobs 0` over the whole log "
                   f"({log_n:,} records, process start included) {run_rate:,.0f} events/s; ratio {med(dedup_rate) / run_rate:.2f}")
-            idle = run(probes(serve, a.probes, "idle"))
-            busy = run(probes(serve, a.probes, "busy", load_clients=2))
+            held = prefill(serve, a.prefill, "prefill")
+            print(f"freshness: serve's file holds {held:,} log records before the probes", flush=True)
+            idle = run(probes(serve, a.probes, "idle", 0))
+            busy = run(probes(serve, a.probes, "busy", a.probes, load_clients=2))
+            snap = run(probes(serve, a.snapshot_probes, "snap", 2 * a.probes, snapshot=True))
+            cmd = query_command_s(serve.db, 5)
             _st, health = serve.health()
             print(f"  serve after the probes: {health['log_records']:,} log records, {health['applied']:,} applied, pending {health['pending']}; "
                   f"its error lines: {[ln.strip()[:200] for ln in serve.lines if ' ERROR ' in ln][:5] or 'none'}")
             for what, xs in (("idle", idle), (f"while 2 clients post a batch of 500 every {LOAD_EVERY_S:g} s ({2 * SIZE / LOAD_EVERY_S:,.0f} events/s)", busy)):
-                print(f"2xx to a queryable frame (the snapshot `hivestream query` reads), {len(xs)} probes, serve {what}: "
-                      f"p50 {med(xs) * 1000:.0f} ms, p99 {pct(xs, 0.99) * 1000:.0f} ms; ratio p50 to --snapshot-every 1 s {med(xs):.2f}"
+                print(f"2xx to a queryable frame (`hivestream query captures-per-day` asking serve), {len(xs)} probes, serve {what}: "
+                      f"p50 {med(xs) * 1000:.0f} ms, p99 {pct(xs, 0.99) * 1000:.0f} ms; ratio p50 to the snapshot anchor "
+                      f"{med(xs) / med(snap):.3f}, p99 to the 1 s goal {pct(xs, 0.99):.2f}"
                       f"{'' if max(xs) < PROBE_LIMIT_S else f'; {sum(x >= PROBE_LIMIT_S for x in xs)} probes not queryable within {PROBE_LIMIT_S:g} s'}")
+            print(f"  anchor: the snapshot <db>.snapshot (--snapshot-every 1), {len(snap)} probes, serve idle: p50 {med(snap) * 1000:.0f} ms, "
+                  f"p99 {pct(snap, 0.99) * 1000:.0f} ms"
+                  f"{'' if max(snap) < PROBE_LIMIT_S else f' ({sum(x >= PROBE_LIMIT_S for x in snap)} past {PROBE_LIMIT_S:g} s)'}")
+            print(f"  a whole `hivestream query captures-per-day --db FILE` command (process start included), 5 runs: p50 {med(cmd) * 1000:.0f} ms")
             for name, url in (("serve", serve.url), ("ingest", ingest.url)):
                 hook, anchor = hook_times(url, a.hook_runs, tmp / f"hook-spool-{name}")
                 print(f"hivestream hook wall time against {name} ({a.hook_runs} runs): p50 {med(hook) * 1000:.0f} ms, p95 "

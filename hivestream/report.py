@@ -285,8 +285,9 @@ def write_report(src: Sources, out: Path, *, generated_at_ms: int) -> Path:
     return out
 
 
-def write_report_files(db: Path, kb_db: Path | None, stubs_db: Path | None, out_path: Path) -> Path:
-    """Open the projection files read-only (or their snapshots) and write the report to ``out_path``.
+def write_report_files(db: Path, kb_db: Path | None, stubs_db: Path | None, out_path: Path, notes: list[str] | None = None) -> Path:
+    """Open the projection files read-only (or their snapshots) and write the report to ``out_path``
+    (``notes``: lines shown before the freshness of each file).
 
     Raises:
         FileNotFoundError: a file (and its snapshot) is missing; duckdb.Error, OSError.
@@ -295,7 +296,7 @@ def write_report_files(db: Path, kb_db: Path | None, stubs_db: Path | None, out_
     from streams.model.clock import wall_clock_ms
 
     opened: list[duckdb.DuckDBPyConnection] = []
-    fresh: list[str] = []
+    fresh: list[str] = list(notes or [])
     try:
         for path in (db, kb_db, stubs_db):
             if path is not None:

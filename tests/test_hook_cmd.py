@@ -132,3 +132,20 @@ def test_codex_notify_takes_the_last_argument_and_runs_the_chained_program(stand
     while not (out.exists() and out.read_text()) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert json.loads(out.read_text()) == note
+
+
+HEAVY_AT_START = {"dataclasses", "inspect", "socket", "selectors", "threading", "encodings.idna", "hivestream.ingest.spool",
+                  "typer", "duckdb", "pydantic", "http.client"}
+"""Modules the hook's start must not import (each costs milliseconds per hook firing; bench/bench_serve.py's hook wall time)."""
+
+
+def test_the_hook_start_imports_none_of_the_costly_modules(stand: Stand, tmp_path: Path) -> None:
+    # the console script's fast path (argv[0] named hivestream), a payload posted to a server that accepts it
+    code = ("import json, sys\nsys.argv = ['/venv/bin/hivestream', 'hook', 'claude-code']\ntry:\n    import hivestream.cli.app\n"
+            "except SystemExit:\n    pass\nprint(json.dumps(sorted(sys.modules)))\n")
+    env = {**os.environ, "HIVESTREAM_INGEST_URL": stand.url, "HIVESTREAM_SPOOL_DIR": str(tmp_path / "spool")}
+    r = subprocess.run([sys.executable, "-c", code], input=json.dumps({"hook_event_name": "Stop", "session_id": "s"}), env=env,
+                       capture_output=True, text=True, timeout=60, cwd=REPO_ROOT)
+    assert r.returncode == 0 and r.stderr == "", r.stderr
+    assert len(stand.seen) == 1 and stand.seen[0][0] == "/v1/hooks/claude-code"
+    assert HEAVY_AT_START & set(json.loads(r.stdout.splitlines()[-1])) == set()

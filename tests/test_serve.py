@@ -118,7 +118,7 @@ def test_live_payloads_give_the_tables_run_gives_over_the_log_and_over_a_file(tm
                httpx.post(proc.url + "/v1/hooks/claude-code", json={"hook_event_name": "Stop", "ts": "the day after tomorrow"}, timeout=30)]
         assert [r.status_code for r in bad] == [400, 200, 422]
         proc.wait_applied()
-        # queries and the report while serve holds the file (its snapshot)
+        # queries and the report while serve holds the file (serve answers them)
         deadline = time.monotonic() + 30
         while True:
             q = hivestream("query", "totals", "--db", str(db), "--format", "json")
@@ -127,7 +127,7 @@ def test_live_payloads_give_the_tables_run_gives_over_the_log_and_over_a_file(tm
             if (totals["captures"] >= len(work) - 20 and totals["dead_letters"] >= 3) or time.monotonic() > deadline:
                 break
             time.sleep(0.3)
-        assert "snapshot" in q.stderr and totals["dead_letters"] >= 3
+        assert "answered by hivestream serve" in q.stderr and totals["dead_letters"] >= 3
         mem = hivestream("query", "memory-reads-per-write", "--db", str(db), "--format", "json")
         assert mem.returncode == 0 and json.loads(mem.stdout), mem.stderr
         page = tmp_path / "report.html"

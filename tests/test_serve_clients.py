@@ -29,9 +29,9 @@ def _install(runtime: str, home: Path, url: str, *extra: str) -> None:
 
 
 def _frames(db: Path) -> list[dict[str, Any]]:
-    """The frames of ``db`` as ``hivestream query`` reads them while serve holds the file (its snapshot)."""
-    q = hivestream("query", "totals", "--db", str(db), "--format", "json")  # the command works and says where it read
-    assert q.returncode == 0 and "snapshot" in q.stderr, q.stderr
+    """The frames of ``db`` as a reader of its snapshot sees them while serve holds the file."""
+    q = hivestream("query", "totals", "--db", str(db), "--format", "json")  # the command works and says where it read: serve itself
+    assert q.returncode == 0 and "answered by hivestream serve" in q.stderr, q.stderr
     try:
         con, _fresh = open_for_reading(db)
     except FileNotFoundError:

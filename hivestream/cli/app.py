@@ -48,7 +48,6 @@ from projections.frames.analytics import ANALYTICS_QUERIES, MEMORY_QUERIES
 from projections.frames.queries import QUERIES
 from projections.frames.sink import MetaMismatch
 from projections.named_query import NamedQuery, run_query
-from projections.reading import open_for_reading
 from streams.importers.ordered_pool import auto_jobs
 from streams.kafka.connection import KafkaConnection
 from streams.model.body_hash import KeyStrategy
@@ -227,12 +226,32 @@ def report(
 ) -> None:
     """Write one self-contained HTML report (charts, opens offline) of the projection files."""
     from hivestream.report import write_report_files
+    from hivestream.serve.read_client import ServedQueryFailed, ServeUnreachable, served_report
 
+    notes: list[str] = []
+    if kb_db in (None, db) and stubs_db in (None, db):  # one file: the serve holding it renders it, when one does
+        try:
+            got = served_report(db)
+        except ServeUnreachable as e:
+            notes.append(f"{e}; read from the file or its snapshot instead")
+            got = None
+        except ServedQueryFailed as e:
+            err.print(f"[red]error:[/] {db}: {escape(str(e))}", soft_wrap=True)
+            raise typer.Exit(2) from e
+        if got is not None:
+            tmp = out_path.with_name(out_path.name + ".tmp")
+            tmp.write_bytes(got.body)
+            tmp.replace(out_path)
+            err.print(got.freshness, soft_wrap=True, highlight=False)
+            out.print(f"report written: {out_path.resolve()}")
+            return
     try:
-        page = write_report_files(db, kb_db, stubs_db, out_path)
+        page = write_report_files(db, kb_db, stubs_db, out_path, notes)
     except FileNotFoundError as e:
         err.print(f"[red]error:[/] {e}")
         raise typer.Exit(2) from e
+    for n in notes:
+        err.print(n, soft_wrap=True, highlight=False)
     out.print(f"report written: {page.resolve()}")
 
 
@@ -243,30 +262,29 @@ def query(
     fmt: Annotated[OutputFormat, typer.Option("--format", help="table, json or csv")] = OutputFormat.TABLE,
     list_: Annotated[bool, typer.Option("--list", help="list the named queries")] = False,
 ) -> None:
-    """Run a named analytics query on a projection file."""
+    """Run a named analytics query on a projection file (while `hivestream serve` holds it, serve answers)."""
     if list_ or name is None:
         out.print(table("named queries", ["name", "answers"], [(q.name, q.description) for q in ALL_QUERIES.values()]))
         return
     if name not in ALL_QUERIES:
         err.print(f"[red]error:[/] unknown query {name!r}; known: {', '.join(sorted(ALL_QUERIES))}")
         raise typer.Exit(2)
+    from hivestream.serve.read_client import ServedQueryFailed, read_named
+
     try:
-        con, freshness = open_for_reading(db)
+        cols, rows, freshness = read_named(db, "frames", ALL_QUERIES, name)
     except FileNotFoundError as e:
-        err.print(f"[red]error:[/] {e}")
+        err.print(f"[red]error:[/] {escape(str(e))}", soft_wrap=True)
         raise typer.Exit(2) from e
-    try:
-        cols, rows = run_query(con, name, ALL_QUERIES)
-    except duckdb.Error as e:
-        if name in MEMORY_QUERIES and "memory_tool_calls" in str(e):
+    except (duckdb.Error, ServedQueryFailed) as e:
+        why = str(e) if isinstance(e, ServedQueryFailed) else f"{type(e).__name__}: {e}"
+        if name in MEMORY_QUERIES and "memory_tool_calls" in why:
             err.print(f"[red]error:[/] {db} has no memory_tool_calls table: the embedded runner (`hivestream run`) writes it, "
                       "the Kafka projector does not yet")
         else:
-            err.print(f"[red]error:[/] {db} is not a hivestream projection ({type(e).__name__}: {e})")
+            err.print(f"[red]error:[/] {db} is not a hivestream projection ({escape(why)})", soft_wrap=True)
         raise typer.Exit(2) from e
-    finally:
-        con.close()
-    err.print(freshness)
+    err.print(freshness, soft_wrap=True, highlight=False)
     if fmt is OutputFormat.JSON:
         json.dump([dict(zip(cols, r, strict=True)) for r in rows], sys.stdout, default=str, indent=1)
         sys.stdout.write("\n")

@@ -372,6 +372,6 @@ def query_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="print JSON rows instead of a table")] = False,
 ) -> None:
     """Run a named KnowHub analytics query (submissions-per-agent, approval-rate, ...)."""
-    problem = print_named_query("KnowHub", KB_QUERIES, name, db, as_json, out, err)
+    problem = print_named_query("KnowHub", "kb", KB_QUERIES, name, db, as_json, out, err)
     if problem:
         _fail(problem)

@@ -31,7 +31,7 @@ def serve(
     log_max_bytes: Annotated[int, typer.Option("--log-max-bytes", help="bound of the log (bytes; past it POSTs get 503)")] = 8 << 30,
     retain_bytes: Annotated[int | None, typer.Option("--retain-bytes", help="delete the oldest applied log segments past this size (bytes)")] = None,
     retain_days: Annotated[float | None, typer.Option("--retain-days", help="delete applied log segments last written more than this many days ago")] = None,
-    snapshot_every_s: Annotated[float, typer.Option("--snapshot-every", help="least seconds between snapshots for readers (0: none)")] = 1.0,
+    snapshot_every_s: Annotated[float, typer.Option("--snapshot-every", help="least seconds between snapshots for readers not asking serve (0: none)")] = 1.0,
     report: Annotated[Path | None, typer.Option("--report", help="HTML report kept current (default: <db stem>-report.html)")] = None,
     report_every_s: Annotated[float, typer.Option("--report-every", help="least seconds between two refreshes of the report")] = 60.0,
     no_report: Annotated[bool, typer.Option("--no-report", help="do not write the report")] = False,
@@ -67,6 +67,7 @@ def _serve(db: Path, log_dir: Path, host: str, port: int, tokens_file: Path | No
     from hivestream.serve.app import ServeConfig, run
     from hivestream.serve.follower import FollowerOptions
     from hivestream.serve.log_writer import LogBusy, Retention
+    from hivestream.serve.publisher import PublishOptions
     from projections.frames.sink import MetaMismatch
     from streams.experiences.extract import ChatClient
     from streams.experiences.settings import KbSettings
@@ -91,8 +92,8 @@ def _serve(db: Path, log_dir: Path, host: str, port: int, tokens_file: Path | No
                         privacy_mode=kbs.privacy_mode, access_log=access_log)
     retention = Retention(retain_bytes, None if retain_days is None else int(retain_days * 86_400_000))
     cfg = ServeConfig(http=http, db=db, log_dir=log_dir, log_max_bytes=log_max_bytes,
-                      follower=FollowerOptions(snapshot_every_s=snapshot_every_s, report=report_path, report_every_s=report_every_s,
-                                               retention=retention),
+                      follower=FollowerOptions(retention=retention),
+                      publish=PublishOptions(snapshot_every_s=snapshot_every_s, report=report_path, report_every_s=report_every_s),
                       settings=settings, kb_settings=kbs)
     completer = None
     if kbs.extraction_enabled:
@@ -106,7 +107,7 @@ def _serve(db: Path, log_dir: Path, host: str, port: int, tokens_file: Path | No
         print(f"hivestream serve: listening on http://{host}:{p}\n"
               f"  log:    {log_dir}  (the source of truth; `{me} run {log_dir} --db OTHER.duckdb` rebuilds the file, "
               f"`{me} produce {log_dir}` moves it onto Kafka)\n"
-              f"  DuckDB: {db}  (while serve runs: `{me} query totals --db {db}` reads its snapshot)\n"
+              f"  DuckDB: {db}  (while serve runs: `{me} query totals --db {db}` asks serve)\n"
               f"  report: {report_path if report_path else '(off)'}"
               + (f"  (refreshed every {report_every_s:g} s; `{me} report --db {db}` writes one now)" if report_path else ""),
               file=sys.stderr, flush=True)

@@ -243,7 +243,7 @@ def query(
     as_json: Annotated[bool, typer.Option("--json", help="print JSON rows instead of a table")] = False,
 ) -> None:
     """Run a named stub analytics query (never-matched, stale, hit-rate, ...)."""
-    problem = print_named_query("stub", STUB_QUERIES, name, db, as_json, out, err)
+    problem = print_named_query("stub", "stubs", STUB_QUERIES, name, db, as_json, out, err)
     if problem:
         _fail(problem)
 

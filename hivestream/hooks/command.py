@@ -19,9 +19,9 @@ so it starts fast (see ``bench/bench_ingest.py``).
 
 from __future__ import annotations
 
+import _socket  # the C module: `socket` itself costs milliseconds more at every start (enum tables, selectors)
 import json
 import os
-import socket
 import sys
 import time
 import urllib.parse
@@ -100,7 +100,8 @@ def post(url: str, runtime: str, body: bytes, token: str | None, timeout_s: floa
             finally:
                 conn.close()
         deadline = time.monotonic() + timeout_s
-        with socket.create_connection((host, u.port or 80), timeout=timeout_s) as s:
+        s = _connect(host, u.port or 80, timeout_s)
+        try:
             head = f"POST {path} HTTP/1.1\r\n" + "".join(f"{k}: {v}\r\n" for k, v in headers.items()) + "\r\n"
             s.sendall(head.encode("latin-1") + body)
             buf = b""
@@ -117,11 +118,35 @@ def post(url: str, runtime: str, body: bytes, token: str | None, timeout_s: floa
                 if status and b"\r\n\r\n" in buf and _complete(buf):
                     return status, answer
             return _parse_answer(buf)
+        finally:
+            s.close()
     except (OSError, ValueError):
         return 0, b""
     except Exception as e:  # http.client.HTTPException for https
         print(f"hivestream hook: {type(e).__name__}: {e}", file=sys.stderr)
         return 0, b""
+
+
+def _connect(host: str, port: int, timeout_s: float) -> _socket.socket:
+    """A TCP connection to ``host:port`` as :func:`socket.create_connection` makes it (every address
+    of the name in turn, the last error raised), on the C socket module. An ASCII host name is
+    resolved as bytes, so the ``idna`` codec is not imported for it.
+
+    Raises:
+        OSError: when no address accepts the connection (``TimeoutError`` past ``timeout_s``).
+    """
+    name: str | bytes = host.encode("ascii") if host.isascii() else host
+    err: OSError | None = None
+    for family, kind, proto, _canon, addr in _socket.getaddrinfo(name, port, 0, _socket.SOCK_STREAM):
+        s = _socket.socket(family, kind, proto)
+        try:
+            s.settimeout(timeout_s)
+            s.connect(addr)
+            return s
+        except OSError as e:
+            err = e
+            s.close()
+    raise err if err is not None else OSError(f"getaddrinfo returned no address for {host!r}")
 
 
 def _complete(raw: bytes) -> bool:

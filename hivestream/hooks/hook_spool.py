@@ -27,11 +27,10 @@ import re
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 from hivestream.hooks.delivery import Verdict, verdict_of
-from hivestream.ingest.spool import fsync_dir
+from streams.ingest.fsync import fsync_dir
 from streams.ingest.spool_format import decode_records, encode_record
 
 STALE_INFLIGHT_S = 300
@@ -134,15 +133,29 @@ def reclaim_stale(d: Path, now: float | None = None) -> None:
                 os.rename(p, d / m.group(2))
 
 
-@dataclass
 class FlushResult:
     """What one flush did: payloads delivered (or dead-lettered whole), payloads that failed
-    this time (kept under ``retry/``), set aside under ``rejected/``, and still spooled."""
+    this time (kept under ``retry/``), set aside under ``rejected/``, and still spooled.
 
-    forwarded: int = 0
-    failed: int = 0
-    set_aside: int = 0
-    left: int = 0
+    A plain class, not a dataclass: :mod:`dataclasses` (with :mod:`inspect`) is the costliest import
+    the hook would otherwise pay at every start.
+    """
+
+    __slots__ = ("failed", "forwarded", "left", "set_aside")
+
+    def __init__(self, forwarded: int = 0, failed: int = 0, set_aside: int = 0, left: int = 0) -> None:
+        self.forwarded, self.failed, self.set_aside, self.left = forwarded, failed, set_aside, left
+
+    def _fields(self) -> tuple[int, int, int, int]:
+        return self.forwarded, self.failed, self.set_aside, self.left
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, FlushResult) and self._fields() == other._fields()
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, as the dataclass was
+
+    def __repr__(self) -> str:
+        return f"FlushResult(forwarded={self.forwarded}, failed={self.failed}, set_aside={self.set_aside}, left={self.left})"
 
 
 def _move(src: Path, d: Path, sub: str, name: str) -> None:

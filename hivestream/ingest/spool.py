@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hivestream.ingest.refusal import SinkFull
+from streams.ingest.fsync import fsync_dir
 from streams.ingest.spool_format import decode_records, encode_record
 
 _SEG = re.compile(r"^seg-(\d{12})-(\d+)\.spool$")
@@ -225,18 +226,5 @@ class Spool:
         if self._lock_fd is not None:
             os.close(self._lock_fd)
             self._lock_fd = None
-
-
-def fsync_dir(d: Path) -> None:
-    """fsync directory ``d`` so a file created, renamed or removed in it survives a crash.
-
-    Raises:
-        OSError: when ``d`` cannot be opened or synced.
-    """
-    fd = os.open(d, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 

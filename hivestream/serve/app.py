@@ -5,9 +5,12 @@ Start: lock and open the log (:class:`~hivestream.serve.log_writer.HookLog`; a t
 crash is cut off and dead-lettered into the log as ``torn_record``), open the DuckDB file (the
 embedded runner's settings guard applies), start the dedup loop in a thread
 (:class:`~hivestream.serve.follower.Follower`: it first applies whatever the log holds beyond the
-file's position), then listen (:func:`hivestream.ingest.server.serve` with the log's sink). Stop
-(SIGTERM, SIGINT): stop accepting, answer what is queued, let the loop apply what is durable,
-publish a last snapshot, checkpoint and close. A kill -9 at any moment loses nothing that was
+file's position) and the publisher in another
+(:class:`~hivestream.serve.publisher.Publisher`: snapshot, heartbeat, report), open the read
+listener and leave its note ``<db>.serve`` (:mod:`hivestream.serve.read_api`), then listen
+(:func:`hivestream.ingest.server.serve` with the log's sink). Stop (SIGTERM, SIGINT): stop
+accepting, answer what is queued, remove the note and stop the read listener, let the loop apply
+what is durable, publish a last snapshot and report, checkpoint and close. A kill -9 at any moment loses nothing that was
 answered 2xx: it is in the log, and the next start applies it.
 """
 
@@ -15,10 +18,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import signal
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from hivestream.embedded.log_run import LogRun, open_log_run
@@ -28,6 +32,10 @@ from hivestream.serve.follower import Follower, FollowerOptions
 from hivestream.serve.log_sink import LogSink
 from hivestream.serve.log_writer import HookLog
 from hivestream.serve.progress import Progress
+from hivestream.serve.publisher import Publisher, PublishOptions
+from hivestream.serve.read_api import ReadApp, start_reads
+from hivestream.serve.read_gate import ReadGate
+from hivestream.serve.read_marker import ReadMarker, new_token, remove_marker, write_marker
 from streams.experiences.extract import Completer
 from streams.experiences.settings import KbSettings
 from streams.ingest.hook_log import DEAD_LETTER, log_origin
@@ -59,7 +67,8 @@ class ServeConfig:
         log_dir: the hook-event log directory.
         log_max_bytes: bound of the log (bytes; past it: 503).
         segment_bytes: size of a log segment (bytes).
-        follower: the dedup loop's pacing (snapshot, report, retention).
+        follower: the dedup loop's pacing (retention, chunks).
+        publish: the snapshot's and the report's pacing.
         settings: dedup settings (as ``run`` takes them).
         kb_settings: KnowHub settings.
     """
@@ -70,6 +79,7 @@ class ServeConfig:
     log_max_bytes: int = 8 << 30
     segment_bytes: int = 16 << 20
     follower: FollowerOptions = field(default_factory=FollowerOptions)
+    publish: PublishOptions = field(default_factory=PublishOptions)
     settings: Settings = field(default_factory=Settings)
     kb_settings: KbSettings = field(default_factory=KbSettings)
 
@@ -114,16 +124,31 @@ async def serve_async(cfg: ServeConfig, stop: asyncio.Event, on_ready: Callable[
         def open_run() -> LogRun:
             return open_log_run(cfg.db, cfg.settings, cfg.kb_settings, completer=completer)
 
-        follower = Follower(hook_log, open_run, progress, cfg.follower, clock)
-        thread = threading.Thread(target=follower.run, name="hivestream-serve-dedup", daemon=True)
-        thread.start()
+        gate = ReadGate()
+        publisher = Publisher(gate, progress, replace(cfg.publish, log_dir=cfg.log_dir), clock)
+        follower = Follower(hook_log, open_run, progress, cfg.follower, clock, gate=gate, on_applied=publisher.changed)
+        threads = [threading.Thread(target=follower.run, name="hivestream-serve-dedup", daemon=True),
+                   threading.Thread(target=publisher.run, name="hivestream-serve-publish", daemon=True)]
+        for t in threads:
+            t.start()
+        token = new_token()
+        reads = ReadApp(gate, progress, hook_log, token, clock)
+        read_runner = None
         try:
+            read_runner, read_port = await start_reads(reads)
+            write_marker(cfg.db, ReadMarker(os.getpid(), read_port, token))
             sink = LogSink(hook_log, Topics(cfg.http.namespace), progress, db=str(cfg.db), retry_after_s=cfg.http.retry_after_s,
                            headroom_bytes=2 * cfg.http.max_body_bytes, clock=clock)
             await server.serve(cfg.http, stop, on_ready, sink=sink, name="serve")
         finally:
+            remove_marker(cfg.db, token)
+            if read_runner is not None:
+                await read_runner.cleanup()
             follower.stop.set()
-            await asyncio.to_thread(thread.join)
+            await asyncio.to_thread(threads[0].join)  # the loop applies what is durable
+            publisher.stop.set()
+            await asyncio.to_thread(threads[1].join)  # and the last snapshot and report are published
+            reads.pool.shutdown(wait=True)
             follower.close()
     finally:
         hook_log.close()

@@ -32,7 +32,7 @@ from itertools import pairwise
 from pathlib import Path
 
 from hivestream.ingest.refusal import SinkFull
-from hivestream.ingest.spool import fsync_dir
+from streams.ingest.fsync import fsync_dir
 from streams.ingest.hook_log import FORMAT, MARKER, VERSION, Bound, Segment, encode_log_record, read_marker, scan, segment_name, segments
 
 log = logging.getLogger("hivestream.serve")

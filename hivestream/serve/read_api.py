@@ -1,0 +1,174 @@
+"""Serve's read routes: ``hivestream query`` and ``report`` in another process get their answer from
+the running serve, as of its last committed batch, instead of from a snapshot (DuckDB lets no
+second process open the file serve holds, and a snapshot is a copy of the whole file).
+
+A listener of its own on 127.0.0.1 (a free port; never on the ingest bind, which may be public),
+named with its read token in ``<db>.serve`` (:mod:`hivestream.serve.read_marker`):
+
+* ``POST /v1/query`` ``{"set": "frames"|"kb"|"stubs", "name": NAME}``: ``200 {"columns", "rows",
+  "applied", "log_records", "pid"}`` (values JSON as ``hivestream query --format json`` writes
+  them: anything else as text); ``400`` for a body or a name it does not know; ``422
+  {"error": "query_failed", "detail"}`` when the file lacks the tables (one line).
+* ``GET /v1/report``: the HTML report (:func:`hivestream.report.render_html`) of the file.
+
+Both need ``Authorization: Bearer <read token>`` (``401`` otherwise; a gateway's ingest token is
+no read token: a gateway may post, not read the memory) and answer ``503 {"error":
+"unavailable"}`` while the file is being reopened. Each query runs on a cursor the
+:class:`~hivestream.serve.read_gate.ReadGate` lends (DuckDB MVCC: the file as of the query's start;
+the dedup loop goes on committing) in a pool of its own of two threads, so reads never take the
+threads the log's fsyncs run in, and at most two run at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+import logging
+import os
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import duckdb
+from aiohttp import web
+
+from hivestream.serve.log_writer import HookLog
+from hivestream.serve.progress import Progress
+from hivestream.serve.read_gate import ReadGate, Unavailable
+from projections.experiences.queries import KB_QUERIES
+from projections.frames.analytics import ANALYTICS_QUERIES, MEMORY_QUERIES
+from projections.frames.queries import QUERIES
+from projections.named_query import NamedQuery, run_query
+from projections.stubs.queries import STUB_QUERIES
+from streams.model.clock import Clock, wall_clock_ms
+
+log = logging.getLogger("hivestream.serve")
+
+QUERY_SETS: dict[str, dict[str, NamedQuery]] = {"frames": {**QUERIES, **ANALYTICS_QUERIES, **MEMORY_QUERIES},
+                                                "kb": KB_QUERIES, "stubs": STUB_QUERIES}
+"""The named queries serve answers, by set: ``hivestream query``'s, ``kb query``'s, ``stubs query``'s."""
+
+MAX_REQUEST_BYTES = 64 << 10
+READ_THREADS = 2
+
+
+def _line(e: BaseException) -> str:
+    text = str(e).splitlines()[0] if str(e) else ""
+    return f"{type(e).__name__}: {text}"[:500]
+
+
+class ReadApp:
+    """The read routes over one serve's file.
+
+    Args:
+        gate: lends cursors on the dedup loop's connection.
+        progress: the loop's state (``applied``); hook_log: the log (its record count).
+        token: the read token (required as a bearer token).
+        clock: the report's time stamp (epoch ms).
+    """
+
+    def __init__(self, gate: ReadGate, progress: Progress, hook_log: HookLog, token: str, clock: Clock = wall_clock_ms) -> None:
+        self.gate = gate
+        self.progress = progress
+        self.log = hook_log
+        self._auth = f"Bearer {token}".encode()
+        self.clock = clock
+        self.pool = ThreadPoolExecutor(max_workers=READ_THREADS, thread_name_prefix="hivestream-serve-read")
+
+    def _json(self, status: int, body: dict[str, Any]) -> web.Response:
+        return web.Response(body=json.dumps(body, default=str).encode(), status=status, content_type="application/json")
+
+    def _authorized(self, request: web.Request) -> bool:
+        return hmac.compare_digest(request.headers.get("Authorization", "").encode("utf-8", "replace"), self._auth)
+
+    def _unauthorized(self) -> web.Response:
+        r = self._json(401, {"error": "unauthorized", "detail": "missing or wrong read token (it is in the <db>.serve file)"})
+        r.headers["WWW-Authenticate"] = 'Bearer realm="hivestream-reads"'
+        return r
+
+    async def _in_pool(self, fn: Callable[[], Any]) -> Any:
+        return await asyncio.get_running_loop().run_in_executor(self.pool, fn)
+
+    def _state(self) -> dict[str, Any]:
+        return {"applied": self.progress.applied, "log_records": self.log.next_offset, "pid": os.getpid()}
+
+    async def query(self, request: web.Request) -> web.Response:
+        """``POST /v1/query``."""
+        if not self._authorized(request):
+            return self._unauthorized()
+        raw = await request.content.read(MAX_REQUEST_BYTES + 1)
+        try:
+            if len(raw) > MAX_REQUEST_BYTES:
+                raise ValueError("body too large")
+            req = json.loads(raw)
+            queries, name = QUERY_SETS[req["set"]], req["name"]
+            if not isinstance(name, str) or name not in queries:
+                raise KeyError(name)
+        except (ValueError, KeyError, TypeError) as e:
+            return self._json(400, {"error": "bad_request", "detail": f"expected {{\"set\": one of {sorted(QUERY_SETS)}, "
+                                                                      f"\"name\": a query of that set}} ({type(e).__name__})"})
+
+        def run() -> dict[str, Any]:
+            state = self._state()
+            with self.gate.cursor() as (cur, _path):
+                cols, rows = run_query(cur, name, queries)
+            return {"columns": cols, "rows": [list(r) for r in rows], **state}
+
+        try:
+            answer = await self._in_pool(run)
+        except Unavailable as e:
+            return self._json(503, {"error": "unavailable", "detail": str(e)})
+        except duckdb.Error as e:
+            return self._json(422, {"error": "query_failed", "detail": _line(e)})
+        except Exception as e:  # a bug in a query's computation: one line, never a traceback to the client
+            log.error("serve: query %s failed: %s", name, _line(e))
+            return self._json(500, {"error": "query_failed", "detail": _line(e)})
+        return self._json(200, answer)
+
+    async def report(self, request: web.Request) -> web.Response:
+        """``GET /v1/report``."""
+        if not self._authorized(request):
+            return self._unauthorized()
+
+        def run() -> str:
+            from hivestream.report import Sources, render_html
+
+            s = self._state()
+            with self.gate.cursor() as (cur, path):
+                note = (f"answered by hivestream serve (pid {s['pid']}) from {path} itself: {s['applied']:,} of the "
+                        f"{s['log_records']:,} records of its log applied")
+                return render_html(Sources(cur, cur, cur, [note]), generated_at_ms=self.clock())
+
+        try:
+            page: str = await self._in_pool(run)
+        except Unavailable as e:
+            return self._json(503, {"error": "unavailable", "detail": str(e)})
+        except Exception as e:  # duckdb.Error: a file of an unexpected shape
+            return self._json(422 if isinstance(e, duckdb.Error) else 500, {"error": "report_failed", "detail": _line(e)})
+        return web.Response(text=page, content_type="text/html")
+
+    def build(self) -> web.Application:
+        """The aiohttp application."""
+        app = web.Application(client_max_size=MAX_REQUEST_BYTES)
+        app.router.add_post("/v1/query", self.query)
+        app.router.add_get("/v1/report", self.report)
+        return app
+
+
+async def start_reads(app: ReadApp) -> tuple[web.AppRunner, int]:
+    """Listen on 127.0.0.1 (a free port); the runner (``cleanup()`` it to stop) and the port.
+
+    Raises:
+        OSError: when no port can be bound.
+    """
+    runner = web.AppRunner(app.build(), access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    server = getattr(site, "_server", None)
+    port = int(server.sockets[0].getsockname()[1]) if server is not None and server.sockets else 0
+    if port == 0:
+        await runner.cleanup()
+        raise OSError("the read listener has no port")
+    return runner, port

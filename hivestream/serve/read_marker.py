@@ -1,0 +1,99 @@
+"""The note a running ``hivestream serve`` leaves beside its DuckDB file so that ``hivestream query``
+and ``report`` in another process ask it instead of reading the snapshot: ``<db>.serve``, JSON
+``{"format", "version", "pid", "port", "token"}``, mode 0600.
+
+``port`` is serve's read listener (always on 127.0.0.1, apart from the ingest routes); ``token`` a
+random secret made at each start that the read routes require, so only who may read this file
+(the file's owner) may read the memory through serve. The note is written atomically once the
+listener is up and removed at a clean stop; after a crash it stays, and a reader finds its
+process gone. Standard library only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+from dataclasses import dataclass
+from pathlib import Path
+
+FORMAT = "hivestream-serve-reads"
+VERSION = 1
+
+
+def marker_path(db: str | Path) -> Path:
+    """Where serve leaves its note for readers of ``db``: ``<db>.serve``."""
+    return Path(f"{db}.serve")
+
+
+@dataclass(frozen=True)
+class ReadMarker:
+    """A running serve's read listener: its process id, its port on 127.0.0.1 and its read token."""
+
+    pid: int
+    port: int
+    token: str
+
+
+def new_token() -> str:
+    """A fresh read token (256 random bits, URL-safe text)."""
+    return secrets.token_urlsafe(32)
+
+
+def write_marker(db: str | Path, marker: ReadMarker) -> Path:
+    """Write the note for ``db`` atomically, readable by its owner only (0600).
+
+    Raises:
+        OSError: when it cannot be written.
+    """
+    path = marker_path(db)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.unlink(missing_ok=True)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        os.write(fd, (json.dumps({"format": FORMAT, "version": VERSION, "pid": marker.pid, "port": marker.port,
+                                  "token": marker.token}) + "\n").encode())
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    tmp.replace(path)
+    return path
+
+
+def read_marker(db: str | Path) -> ReadMarker | None:
+    """The note for ``db``, or ``None`` when there is none or it is not one this code wrote for
+    this user (another owner, group- or world-writable, another format, not JSON)."""
+    path = marker_path(db)
+    try:
+        st = path.stat()
+        if st.st_uid != os.getuid() or st.st_mode & 0o022:
+            return None
+        obj = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(obj, dict) or obj.get("format") != FORMAT or obj.get("version") != VERSION:
+        return None
+    pid, port, token = obj.get("pid"), obj.get("port"), obj.get("token")
+    if not (isinstance(pid, int) and isinstance(port, int) and 0 < port < 65536 and isinstance(token, str) and token):
+        return None
+    return ReadMarker(pid, port, token)
+
+
+def remove_marker(db: str | Path, token: str) -> None:
+    """Remove the note for ``db`` if it is still the one holding ``token`` (never another's)."""
+    found = read_marker(db)
+    if found is not None and secrets.compare_digest(found.token, token):
+        with contextlib.suppress(OSError):
+            marker_path(db).unlink()
+
+
+def process_alive(pid: int) -> bool:
+    """Whether a process ``pid`` exists (signal 0; one of another user counts as alive)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    return True
