@@ -15,6 +15,7 @@ same event ids and the projector applies them once.
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -35,6 +36,16 @@ from streams.model.tracked_state import TrackedState
 from streams.settings import Settings
 from streams.stubs.partition_step import Emit, StubPartitionStep
 from streams.stubs.settings import MatchPolicy
+
+
+def store_key(key: Any) -> str:
+    """A ``stub-state`` key as :class:`~streams.stubs.partition_step.StubPartitionStep` writes it (``json.dumps([p, kind, ...])``),
+    from what faust's table restore gives back: the string, its UTF-8 bytes, or (rocksdb store) the decoded JSON list."""
+    if isinstance(key, bytes):
+        return key.decode()
+    if isinstance(key, list):
+        return json.dumps(key)
+    return str(key)
 
 
 @dataclass
@@ -108,7 +119,7 @@ def create_stub_app(settings: Settings, policy: MatchPolicy, *, connection: Conn
         step = steps.get(partition)
         if step is None:
             prefix = f"[{partition}, "  # every store key is json.dumps([partition, ...])
-            restored = ((k.decode() if isinstance(k, bytes) else str(k), v) for k, v in list(table.data.items()) if v is not None)
+            restored = ((store_key(k), v) for k, v in list(table.data.items()) if v is not None)
             state = states[partition] = TrackedState({k: v for k, v in restored if k.startswith(prefix)})
             step = steps[partition] = StubPartitionStep(partition, policy, state)
         return step
