@@ -14,9 +14,11 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from projections.frames.fingerprints import Fingerprints, Hashes
 from projections.frames.memory_calls import apply_memory_calls, ensure_memory_schema
 from projections.frames.rows import CAPTURE_COLUMNS, capture_columns
 from projections.frames.schema import DDL
@@ -70,6 +72,7 @@ _INSERT_CAPTURES = """INSERT INTO frame_captures SELECT event_id, frame_id, sour
 
 
 DEFAULT_MEMORY_LIMIT = "256MB"
+RECENT_BATCHES = 4  # a batch's frames already in the table are looked for first among the rows the last 4 batches wrote
 
 CAPTURE_SCHEMA: tuple[tuple[str, pa.DataType], ...] = tuple(zip(CAPTURE_COLUMNS, (
     pa.string(), pa.string(), pa.bool_(), pa.string(), pa.string(), pa.string(), pa.string(), pa.string(), pa.string(),
@@ -103,6 +106,11 @@ class DuckSink:
         for stmt in DDL:
             self.con.execute(stmt)
         ensure_memory_schema(self.con)
+        # fingerprints of frame_captures.event_id and frames.frame_id (read on the first batch),
+        # what the open transaction adds to them, and the frames row counts before the last batches
+        self._ids: tuple[Fingerprints, Fingerprints] | None = None
+        self._adding: tuple[Hashes, Hashes] | None = None
+        self._marks: list[int] = []
 
     def close(self) -> None:
         """Checkpoint and close the file."""
@@ -234,11 +242,24 @@ class DuckSink:
                     con.execute("DELETE FROM dedup_state WHERE dedup_key IN (SELECT k FROM _dels)")
                     con.unregister("_dels")
             con.execute("COMMIT")
+            if self._adding is not None and self._ids is not None:
+                self._ids[0].add(self._adding[0])
+                self._ids[1].add(self._adding[1])
             return applied[0], applied[1], new_dl
         except BaseException:
             con.execute("ROLLBACK")
             raise
+        finally:
+            self._adding = None
 
+
+    def _fingerprints(self) -> tuple[Fingerprints, Fingerprints]:
+        """The fingerprints of the committed ``frame_captures.event_id`` and ``frames.frame_id``
+        (one scan of each column, on the first batch of this connection)."""
+        if self._ids is None:
+            self._ids = (Fingerprints(_hashes(self.con, "SELECT hash(event_id) AS h FROM frame_captures")),
+                         Fingerprints(_hashes(self.con, "SELECT hash(frame_id) AS h FROM frames")))
+        return self._ids
 
     def _apply_captures(self, batch: pa.Table) -> tuple[int, int]:
         """Insert the batch's captures whose event id is new and fold them into ``frames``.
@@ -248,14 +269,25 @@ class DuckSink:
         after a crash) or earlier in the batch (lower ``seq``) changes nothing. In the usual batch
         there is neither, and the Arrow batch is used as it is; otherwise the new captures are
         materialised first. Returns (new frames, new duplicate captures).
+
+        Neither check scans a whole table in the usual batch (issue 20): the exact semi join
+        against ``frame_captures`` runs only when an event id's fingerprint is already held
+        (:mod:`projections.frames.fingerprints`: a repeat, or a 64-bit collision), and the
+        batch's frames already in ``frames`` are looked for among the rows of the last
+        :data:`RECENT_BATCHES` batches first, accepted only when every frame id whose fingerprint
+        is held was found there (frame ids are unique in ``frames``), else in the whole table.
+        Either way the rows matched are the ones a full scan matches.
         """
         con = self.con
+        ids, fids = self._fingerprints()
         con.register("_batch", batch)
         try:
-            ids = batch.column("event_id")
-            unique = pc.count_distinct(ids).as_py() == batch.num_rows
-            ((seen,),) = con.execute(
-                "SELECT count(*) FROM _batch b SEMI JOIN frame_captures fc ON fc.event_id = b.event_id").fetchall()
+            unique = pc.count_distinct(batch.column("event_id")).as_py() == batch.num_rows
+            hashes = _hashes(con, "SELECT hash(event_id) AS h FROM _batch")
+            seen = 0
+            if ids.maybe(hashes).any():
+                ((seen,),) = con.execute(
+                    "SELECT count(*) FROM _batch b SEMI JOIN frame_captures fc ON fc.event_id = b.event_id").fetchall()
             src = "_batch"
             if seen or not unique:
                 con.execute(
@@ -264,26 +296,57 @@ class DuckSink:
                        QUALIFY row_number() OVER (PARTITION BY b.event_id ORDER BY b.seq) = 1"""
                 )
                 src = "_new"
+                hashes = _hashes(con, "SELECT hash(event_id) AS h FROM _new")
+            ((rows_before,),) = con.execute("SELECT count(*) FROM frames").fetchall()
             con.execute(_INSERT_CAPTURES.format(src=src))
             con.execute(f"CREATE OR REPLACE TEMP TABLE _agg AS {_FRAME_AGG.format(src=src)}")
-            # the batch's frames already in the table: a scan of frame_id alone; the fold then
-            # reads and rewrites only those rows (by rowid, which bounds the scan to their row groups)
-            con.execute("CREATE OR REPLACE TEMP TABLE _hit AS SELECT f.rowid AS rid, a.* FROM frames f JOIN _agg a USING (frame_id)")
-            ((hits,),) = con.execute("SELECT count(*) FROM _hit").fetchall()
+            frame_hashes = _hashes(con, "SELECT hash(frame_id) AS h FROM _agg")
+            held = int(fids.maybe(frame_hashes).sum())
+            hits = 0
+            if held:
+                hits = self._find_frames(held)
             if hits:
                 con.execute(_MERGE_FRAMES)
                 con.execute("INSERT INTO frames BY NAME SELECT * FROM _agg ANTI JOIN _hit USING (frame_id)")
             else:
                 con.execute("INSERT INTO frames BY NAME SELECT * FROM _agg")
             con.execute("DROP TABLE _agg")
-            con.execute("DROP TABLE _hit")
+            con.execute("DROP TABLE IF EXISTS _hit")
             ((created, dups),) = con.execute(
                 f"SELECT count(*) FILTER (WHERE NOT is_duplicate), count(*) FILTER (WHERE is_duplicate) FROM {src}").fetchall()
             if src == "_new":
                 con.execute("DROP TABLE _new")
+            self._marks = [*self._marks, int(rows_before)][-RECENT_BATCHES:]
+            self._adding = (hashes, frame_hashes)
             return int(created), int(dups)
         finally:
             con.unregister("_batch")
+
+    def _find_frames(self, held: int) -> int:
+        """Build ``_hit`` (rowid and the batch's aggregate of every ``frames`` row whose frame id
+        is in ``_agg``) and return its row count; ``held``: how many of ``_agg``'s frame ids have
+        a held fingerprint (every one in the table has).
+
+        Rows are appended, so those written by the last batches have rowids at or above the row
+        count before them; that range is joined first (a scan of its row groups only). It is the
+        whole answer when it holds ``held`` frames, since a frame id is in at most one row.
+        """
+        con = self.con
+        join = "CREATE OR REPLACE TEMP TABLE _hit AS SELECT f.rowid AS rid, a.* FROM frames f JOIN _agg a USING (frame_id)"
+        if self._marks:
+            con.execute(f"{join} WHERE f.rowid >= {int(self._marks[0])}")
+            ((found,),) = con.execute("SELECT count(DISTINCT frame_id) FROM _hit").fetchall()
+            if found == held:
+                return held
+        con.execute(join)
+        ((hits,),) = con.execute("SELECT count(*) FROM _hit").fetchall()
+        return int(hits)
+
+
+def _hashes(con: duckdb.DuckDBPyConnection, sql: str) -> Hashes:
+    """The ``h`` column (DuckDB ``hash()``, UBIGINT) of ``sql`` as a uint64 array."""
+    col = con.execute(sql).fetchnumpy()["h"]
+    return np.asarray(col, dtype=np.uint64)
 
 
 def write_heartbeat(sink: DuckSink, checked_at_ms: int) -> None:
