@@ -209,7 +209,8 @@ class _Recorder:
     """A DuckDB connection that records the statements it runs."""
 
     def __init__(self, con: Any) -> None:
-        self.con, self.sql = con, []
+        self.con = con
+        self.sql: list[str] = []
 
     def execute(self, sql: str, *args: Any) -> Any:
         self.sql.append(" ".join(sql.split()))
