@@ -9,7 +9,7 @@ with one binary search per run. An id whose fingerprint is absent is certainly n
 one whose fingerprint is present may be (equal hashes of different ids), and the sink then runs
 the exact scan, so answers never change, only how often the scan runs.
 
-Memory: 8 bytes per id held (16 MB per 2,000,000), no Python object per id.
+Memory: 8 bytes per id held (16 MB per 2,000,000 captures), no Python object per id.
 """
 
 from __future__ import annotations

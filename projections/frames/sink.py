@@ -106,9 +106,9 @@ class DuckSink:
         for stmt in DDL:
             self.con.execute(stmt)
         ensure_memory_schema(self.con)
-        # fingerprints of frame_captures.event_id and frames.frame_id (read on the first batch),
-        # what the open transaction adds to them, and the frames row counts before the last batches
-        self._ids: tuple[Fingerprints, Fingerprints] | None = None
+        # fingerprints of frame_captures.event_id ∪ frames.frame_id (read on the first batch), what
+        # the open transaction adds to them, and the frames row counts before the last batches
+        self._ids: Fingerprints | None = None
         self._adding: tuple[Hashes, Hashes] | None = None
         self._marks: list[int] = []
 
@@ -243,8 +243,7 @@ class DuckSink:
                     con.unregister("_dels")
             con.execute("COMMIT")
             if self._adding is not None and self._ids is not None:
-                self._ids[0].add(self._adding[0])
-                self._ids[1].add(self._adding[1])
+                self._ids.add(np.union1d(*self._adding))
             return applied[0], applied[1], new_dl
         except BaseException:
             con.execute("ROLLBACK")
@@ -253,12 +252,13 @@ class DuckSink:
             self._adding = None
 
 
-    def _fingerprints(self) -> tuple[Fingerprints, Fingerprints]:
-        """The fingerprints of the committed ``frame_captures.event_id`` and ``frames.frame_id``
-        (one scan of each column, on the first batch of this connection)."""
+    def _fingerprints(self) -> Fingerprints:
+        """The fingerprints of the committed ids: every ``frame_captures.event_id`` and every
+        ``frames.frame_id`` (one set: a frame id is its first capture's event id, apart from a frame
+        first seen through a touch). One scan of each column, on the first batch of this connection."""
         if self._ids is None:
-            self._ids = (Fingerprints(_hashes(self.con, "SELECT hash(event_id) AS h FROM frame_captures")),
-                         Fingerprints(_hashes(self.con, "SELECT hash(frame_id) AS h FROM frames")))
+            self._ids = Fingerprints(np.unique(_hashes(
+                self.con, "SELECT hash(event_id) AS h FROM frame_captures UNION ALL SELECT hash(frame_id) AS h FROM frames")))
         return self._ids
 
     def _apply_captures(self, batch: pa.Table) -> tuple[int, int]:
@@ -272,14 +272,15 @@ class DuckSink:
 
         Neither check scans a whole table in the usual batch (issue 20): the exact semi join
         against ``frame_captures`` runs only when an event id's fingerprint is already held
-        (:mod:`projections.frames.fingerprints`: a repeat, or a 64-bit collision), and the
+        (:mod:`projections.frames.fingerprints`, over the event ids and frame ids committed: a
+        repeat, the first capture of a frame first seen through a touch, or a collision), and the
         batch's frames already in ``frames`` are looked for among the rows of the last
         :data:`RECENT_BATCHES` batches first, accepted only when every frame id whose fingerprint
         is held was found there (frame ids are unique in ``frames``), else in the whole table.
         Either way the rows matched are the ones a full scan matches.
         """
         con = self.con
-        ids, fids = self._fingerprints()
+        ids = self._fingerprints()
         con.register("_batch", batch)
         try:
             unique = pc.count_distinct(batch.column("event_id")).as_py() == batch.num_rows
@@ -301,7 +302,7 @@ class DuckSink:
             con.execute(_INSERT_CAPTURES.format(src=src))
             con.execute(f"CREATE OR REPLACE TEMP TABLE _agg AS {_FRAME_AGG.format(src=src)}")
             frame_hashes = _hashes(con, "SELECT hash(frame_id) AS h FROM _agg")
-            held = int(fids.maybe(frame_hashes).sum())
+            held = int(ids.maybe(frame_hashes).sum())
             hits = 0
             if held:
                 hits = self._find_frames(held)
