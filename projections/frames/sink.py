@@ -72,6 +72,11 @@ _INSERT_CAPTURES = """INSERT INTO frame_captures SELECT event_id, frame_id, sour
 
 
 DEFAULT_MEMORY_LIMIT = "256MB"
+# DuckDB checkpoints once its WAL passes this. At its default (16 MB) every batch of the runner
+# (~25 MB of WAL per 50,000 captures) checkpointed, and each checkpoint recompressed the tables'
+# partly filled last row groups again: ~14 µs of CPU per capture once the file held a few row
+# groups (issue 20). At 128 MB a checkpoint comes every ~5 batches, about one row group of frames.
+CHECKPOINT_THRESHOLD = "128MB"
 RECENT_BATCHES = 4  # a batch's frames already in the table are looked for first among the rows the last 4 batches wrote
 
 CAPTURE_SCHEMA: tuple[tuple[str, pa.DataType], ...] = tuple(zip(CAPTURE_COLUMNS, (
@@ -95,6 +100,9 @@ class DuckSink:
             memory grew with the file; blocks over the limit are dropped from the cache (and read
             again from the file), intermediate results spill to a temporary directory.
 
+    The connection checkpoints after :data:`CHECKPOINT_THRESHOLD` of WAL (a commit is durable in
+    the WAL either way; a restart after a crash replays at most that much).
+
     Raises:
         duckdb.IOException: when another process holds the file.
     """
@@ -102,7 +110,7 @@ class DuckSink:
     def __init__(self, path: str | Path, *, memory_limit: str | None = None) -> None:
         self.path = str(path)
         limit = memory_limit or os.environ.get("HIVESTREAM_DUCKDB_MEMORY_LIMIT") or DEFAULT_MEMORY_LIMIT
-        self.con = duckdb.connect(self.path, config={"memory_limit": limit})
+        self.con = duckdb.connect(self.path, config={"memory_limit": limit, "checkpoint_threshold": CHECKPOINT_THRESHOLD})
         for stmt in DDL:
             self.con.execute(stmt)
         ensure_memory_schema(self.con)
