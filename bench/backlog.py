@@ -14,6 +14,7 @@ for a seed. Used by ``bench/`` and by the backlog tests.
 
 from __future__ import annotations
 
+import heapq
 import json
 import random
 from collections.abc import Iterator
@@ -79,6 +80,10 @@ def _iso(ms: int) -> str:
 def generate(spec: BacklogSpec) -> Iterator[tuple[int, bytes]]:
     """Yield ``(arrival_ms, line)`` pairs, one per line, in arrival order.
 
+    Streamed: every line of turn ``k`` arrives at or after ``START_MS + k * step``, so the lines
+    that arrived before that are final and leave the heap before turn ``k`` is generated (memory is
+    the ~11 minutes of lines still in flight, not the backlog: 20,000,000 lines fit on a laptop).
+
     Returns:
         An iterator over 4 × ``spec.turns`` capture lines plus the bad lines.
     """
@@ -91,15 +96,19 @@ def generate(spec: BacklogSpec) -> Iterator[tuple[int, bytes]]:
         sessions.append((gw, ch, f"{ch}:{gw}:chat-{i}", backend, f"{backend}-sess-{i:05d}"))
     span = spec.days * DAY_MS
     step = span / max(spec.turns, 1)
-    out: list[tuple[int, int, bytes]] = []
+    out: list[tuple[int, int, bytes]] = []  # a heap by (arrival, seq)
     seq = 0
 
     def emit(arrival: int, line: bytes) -> None:
         nonlocal seq
-        out.append((arrival, seq, line))
+        heapq.heappush(out, (arrival, seq, line))
         seq += 1
 
     for k in range(spec.turns):
+        final = START_MS + int(k * step)
+        while out and out[0][0] < final:
+            arrival, _seq, line = heapq.heappop(out)
+            yield arrival, line
         t = START_MS + int(k * step) + rng.randrange(0, max(int(step), 1))
         gw, ch, chat, backend, bsess = rng.choice(sessions)
         prompt = rng.choice(SHORT_PROMPTS) if rng.random() < spec.short_share else _text(rng, spec.body_chars)
@@ -129,8 +138,8 @@ def generate(spec: BacklogSpec) -> Iterator[tuple[int, bytes]]:
                    json.dumps({"hook_event_name": "UserPromptSubmit", "session_id": bsess, "prompt": "no time"}).encode(),
                    json.dumps({**gw_sent, "context": {**gw_sent["context"], "content": "   "}}).encode())[k // spec.bad_every % 3]
             emit(t_sent + 1, bad)
-    out.sort()
-    for arrival, _seq, line in out:
+    while out:
+        arrival, _seq, line = heapq.heappop(out)
         yield arrival, line
 
 

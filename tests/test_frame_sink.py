@@ -12,6 +12,7 @@ import random
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import orjson
 import pytest
 
@@ -176,3 +177,62 @@ def test_a_file_made_with_the_old_primary_keys_folds_the_same(tmp_path: Path) ->
             sink.apply_batch(events[i:i + 40] + events[max(0, i - 5):i])  # each batch also repeats the last 5 of the one before
         got = _tables(sink)
     assert got == _oracle(events)
+
+
+@pytest.mark.parametrize("collide", [False, True])
+def test_sink_equals_a_plain_fold_when_fingerprints_collide_and_frames_are_old(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                               collide: bool) -> None:
+    """Issue 20: the fingerprint test and the recent-rows search for frames change no answer: with
+    every fingerprint colliding (each batch takes the exact scans), and with batches of 3 so that
+    touches and redeliveries reach frames written far more than ``RECENT_BATCHES`` batches before."""
+    from projections.frames.fingerprints import Fingerprints
+
+    if collide:
+        monkeypatch.setattr(Fingerprints, "maybe", lambda self, h: np.ones(len(h), dtype=np.bool_))
+    events = _events(600, seed=5)
+    rng = random.Random(11)
+    stream = list(events)
+    for fe in rng.sample(events, 80):
+        stream.insert(min(len(stream), stream.index(fe) + rng.choice((1, 40, 300))), fe)
+    touches = [fe for fe in events if fe.kind == "touched"]
+    stream[200:200] = rng.sample(touches, 20)  # touched events delivered again long after their frame was written
+    with DuckSink(tmp_path / "p.duckdb") as sink:
+        for i in range(0, len(stream), 3):
+            sink.apply_batch(stream[i:i + 3])
+    with DuckSink(tmp_path / "p.duckdb") as sink:  # reopened: the fingerprints are read from the file
+        assert sink.apply_batch(events[:50]) == (0, 0, 0)
+        frames, caps = _tables(sink)
+    assert (frames, caps) == _oracle(stream)
+
+
+class _Recorder:
+    """A DuckDB connection that records the statements it runs."""
+
+    def __init__(self, con: Any) -> None:
+        self.con = con
+        self.sql: list[str] = []
+
+    def execute(self, sql: str, *args: Any) -> Any:
+        self.sql.append(" ".join(sql.split()))
+        return self.con.execute(sql, *args)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.con, name)
+
+
+def test_a_batch_of_new_captures_scans_neither_whole_table(tmp_path: Path) -> None:
+    """Issue 20: a batch with no repeated event id runs no join against all of ``frame_captures``,
+    and the frames it touches are found among the rows of the last batches, not in all of ``frames``."""
+    events = _events(600, seed=9)
+    with DuckSink(tmp_path / "p.duckdb") as sink:
+        for i in range(0, 500, 50):
+            sink.apply_batch(events[i:i + 50])
+        rec = _Recorder(sink.con)
+        sink.con = rec  # type: ignore[assignment]
+        sink.apply_batch(events[500:])
+        sink.con = rec.con
+        frames, caps = _tables(sink)
+    assert not [q for q in rec.sql if "JOIN frame_captures" in q]
+    joins = [q for q in rec.sql if "FROM frames f JOIN _agg" in q]
+    assert joins and all("WHERE f.rowid >=" in q for q in joins)
+    assert (frames, caps) == _oracle(events)

@@ -15,9 +15,11 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from projections.frames.fingerprints import Fingerprints, Hashes
 from projections.frames.memory_calls import apply_memory_calls, ensure_memory_schema
 from projections.frames.rows import CAPTURE_COLUMNS, capture_columns
 from projections.frames.schema import DDL
@@ -71,6 +73,12 @@ _INSERT_CAPTURES = """INSERT INTO frame_captures SELECT event_id, frame_id, sour
 
 
 DEFAULT_MEMORY_LIMIT = "256MB"
+# DuckDB checkpoints once its WAL passes this. At its default (16 MB) every batch of the runner
+# (~25 MB of WAL per 50,000 captures) checkpointed, and each checkpoint recompressed the tables'
+# partly filled last row groups again: ~14 µs of CPU per capture once the file held a few row
+# groups (issue 20). At 128 MB a checkpoint comes every ~5 batches, about one row group of frames.
+CHECKPOINT_THRESHOLD = "128MB"
+RECENT_BATCHES = 4  # a batch's frames already in the table are looked for first among the rows the last 4 batches wrote
 
 CAPTURE_SCHEMA: tuple[tuple[str, pa.DataType], ...] = tuple(zip(CAPTURE_COLUMNS, (
     pa.string(), pa.string(), pa.bool_(), pa.string(), pa.string(), pa.string(), pa.string(), pa.string(), pa.string(),
@@ -93,6 +101,9 @@ class DuckSink:
             memory grew with the file; blocks over the limit are dropped from the cache (and read
             again from the file), intermediate results spill to a temporary directory.
 
+    The connection checkpoints after :data:`CHECKPOINT_THRESHOLD` of WAL (a commit is durable in
+    the WAL either way; a restart after a crash replays at most that much).
+
     Raises:
         duckdb.IOException: when another process holds the file.
     """
@@ -100,10 +111,15 @@ class DuckSink:
     def __init__(self, path: str | Path, *, memory_limit: str | None = None) -> None:
         self.path = str(path)
         limit = memory_limit or os.environ.get("HIVESTREAM_DUCKDB_MEMORY_LIMIT") or DEFAULT_MEMORY_LIMIT
-        self.con = duckdb.connect(self.path, config={"memory_limit": limit})
+        self.con = duckdb.connect(self.path, config={"memory_limit": limit, "checkpoint_threshold": CHECKPOINT_THRESHOLD})
         for stmt in DDL:
             self.con.execute(stmt)
         ensure_memory_schema(self.con)
+        # fingerprints of frame_captures.event_id ∪ frames.frame_id (read on the first batch), what
+        # the open transaction adds to them, and the frames row counts before the last batches
+        self._ids: Fingerprints | None = None
+        self._adding: tuple[Hashes, Hashes] | None = None
+        self._marks: list[int] = []
 
     def close(self) -> None:
         """Checkpoint and close the file."""
@@ -235,11 +251,24 @@ class DuckSink:
                     con.execute("DELETE FROM dedup_state WHERE dedup_key IN (SELECT k FROM _dels)")
                     con.unregister("_dels")
             con.execute("COMMIT")
+            if self._adding is not None and self._ids is not None:
+                self._ids.add(np.union1d(*self._adding))
             return applied[0], applied[1], new_dl
         except BaseException:
             con.execute("ROLLBACK")
             raise
+        finally:
+            self._adding = None
 
+
+    def _fingerprints(self) -> Fingerprints:
+        """The fingerprints of the committed ids: every ``frame_captures.event_id`` and every
+        ``frames.frame_id`` (one set: a frame id is its first capture's event id, apart from a frame
+        first seen through a touch). One scan of each column, on the first batch of this connection."""
+        if self._ids is None:
+            self._ids = Fingerprints(np.unique(_hashes(
+                self.con, "SELECT hash(event_id) AS h FROM frame_captures UNION ALL SELECT hash(frame_id) AS h FROM frames")))
+        return self._ids
 
     def _apply_captures(self, batch: pa.Table) -> tuple[int, int]:
         """Insert the batch's captures whose event id is new and fold them into ``frames``.
@@ -249,14 +278,26 @@ class DuckSink:
         after a crash) or earlier in the batch (lower ``seq``) changes nothing. In the usual batch
         there is neither, and the Arrow batch is used as it is; otherwise the new captures are
         materialised first. Returns (new frames, new duplicate captures).
+
+        Neither check scans a whole table in the usual batch (issue 20): the exact semi join
+        against ``frame_captures`` runs only when an event id's fingerprint is already held
+        (:mod:`projections.frames.fingerprints`, over the event ids and frame ids committed: a
+        repeat, the first capture of a frame first seen through a touch, or a collision), and the
+        batch's frames already in ``frames`` are looked for among the rows of the last
+        :data:`RECENT_BATCHES` batches first, accepted only when every frame id whose fingerprint
+        is held was found there (frame ids are unique in ``frames``), else in the whole table.
+        Either way the rows matched are the ones a full scan matches.
         """
         con = self.con
+        ids = self._fingerprints()
         con.register("_batch", batch)
         try:
-            ids = batch.column("event_id")
-            unique = pc.count_distinct(ids).as_py() == batch.num_rows
-            ((seen,),) = con.execute(
-                "SELECT count(*) FROM _batch b SEMI JOIN frame_captures fc ON fc.event_id = b.event_id").fetchall()
+            unique = pc.count_distinct(batch.column("event_id")).as_py() == batch.num_rows
+            hashes = _hashes(con, "SELECT hash(event_id) AS h FROM _batch")
+            seen = 0
+            if ids.maybe(hashes).any():
+                ((seen,),) = con.execute(
+                    "SELECT count(*) FROM _batch b SEMI JOIN frame_captures fc ON fc.event_id = b.event_id").fetchall()
             src = "_batch"
             if seen or not unique:
                 con.execute(
@@ -265,26 +306,57 @@ class DuckSink:
                        QUALIFY row_number() OVER (PARTITION BY b.event_id ORDER BY b.seq) = 1"""
                 )
                 src = "_new"
+                hashes = _hashes(con, "SELECT hash(event_id) AS h FROM _new")
+            ((rows_before,),) = con.execute("SELECT count(*) FROM frames").fetchall()
             con.execute(_INSERT_CAPTURES.format(src=src))
             con.execute(f"CREATE OR REPLACE TEMP TABLE _agg AS {_FRAME_AGG.format(src=src)}")
-            # the batch's frames already in the table: a scan of frame_id alone; the fold then
-            # reads and rewrites only those rows (by rowid, which bounds the scan to their row groups)
-            con.execute("CREATE OR REPLACE TEMP TABLE _hit AS SELECT f.rowid AS rid, a.* FROM frames f JOIN _agg a USING (frame_id)")
-            ((hits,),) = con.execute("SELECT count(*) FROM _hit").fetchall()
+            frame_hashes = _hashes(con, "SELECT hash(frame_id) AS h FROM _agg")
+            held = int(ids.maybe(frame_hashes).sum())
+            hits = 0
+            if held:
+                hits = self._find_frames(held)
             if hits:
                 con.execute(_MERGE_FRAMES)
                 con.execute("INSERT INTO frames BY NAME SELECT * FROM _agg ANTI JOIN _hit USING (frame_id)")
             else:
                 con.execute("INSERT INTO frames BY NAME SELECT * FROM _agg")
             con.execute("DROP TABLE _agg")
-            con.execute("DROP TABLE _hit")
+            con.execute("DROP TABLE IF EXISTS _hit")
             ((created, dups),) = con.execute(
                 f"SELECT count(*) FILTER (WHERE NOT is_duplicate), count(*) FILTER (WHERE is_duplicate) FROM {src}").fetchall()
             if src == "_new":
                 con.execute("DROP TABLE _new")
+            self._marks = [*self._marks, int(rows_before)][-RECENT_BATCHES:]
+            self._adding = (hashes, frame_hashes)
             return int(created), int(dups)
         finally:
             con.unregister("_batch")
+
+    def _find_frames(self, held: int) -> int:
+        """Build ``_hit`` (rowid and the batch's aggregate of every ``frames`` row whose frame id
+        is in ``_agg``) and return its row count; ``held``: how many of ``_agg``'s frame ids have
+        a held fingerprint (every one in the table has).
+
+        Rows are appended, so those written by the last batches have rowids at or above the row
+        count before them; that range is joined first (a scan of its row groups only). It is the
+        whole answer when it holds ``held`` frames, since a frame id is in at most one row.
+        """
+        con = self.con
+        join = "CREATE OR REPLACE TEMP TABLE _hit AS SELECT f.rowid AS rid, a.* FROM frames f JOIN _agg a USING (frame_id)"
+        if self._marks:
+            con.execute(f"{join} WHERE f.rowid >= {int(self._marks[0])}")
+            ((found,),) = con.execute("SELECT count(DISTINCT frame_id) FROM _hit").fetchall()
+            if found == held:
+                return held
+        con.execute(join)
+        ((hits,),) = con.execute("SELECT count(*) FROM _hit").fetchall()
+        return int(hits)
+
+
+def _hashes(con: duckdb.DuckDBPyConnection, sql: str) -> Hashes:
+    """The ``h`` column (DuckDB ``hash()``, UBIGINT) of ``sql`` as a uint64 array."""
+    col = con.execute(sql).fetchnumpy()["h"]
+    return np.asarray(col, dtype=np.uint64)
 
 
 def write_heartbeat(sink: DuckSink, checked_at_ms: int) -> None:
