@@ -104,8 +104,9 @@ class RewindingConsumer(AIOKafkaConsumer):  # type: ignore[misc]
     - Every seek (to committed offsets, to restore offsets, single seeks) is recorded; a partition
       without a committed offset is sought to its earliest offset (the app's reset policy is
       ``earliest``), so the commit base is always known.
-    - A message handed on before a later seek that makes its record come again is skipped by the
-      workers (:func:`is_stale`) and its ack is void, so each partition is processed in order.
+    - A message handed on before a later seek that makes its record come again is void: its ack
+      is dropped (an agent on faust's per-record path can check :meth:`is_current`; a batch is
+      never handed on stale, :mod:`streams.kafka.batch_delivery`), so each partition is processed in order.
     - Commits advance only through an unbroken run of acked offsets and offsets the log proved absent.
 
     Raises whatever faust's aiokafka consumer raises; nothing of its own.
@@ -223,14 +224,6 @@ class RewindingConsumer(AIOKafkaConsumer):  # type: ignore[misc]
             self._acked_index[tp].difference_update(acked[:used])
             del acked[:used]
         return new
-
-
-def is_stale(app: faust.App, message: Any) -> bool:
-    """Whether a worker should skip ``message`` because a later seek of its partition makes its
-    record come again (faust #596 fix: keeps each partition processed in order; the skipped
-    message's ack is void, so commits wait for the copy that comes again)."""
-    is_current = getattr(app.consumer, "is_current", None)
-    return is_current is not None and not is_current(message)
 
 
 class FlushBeforeCommitConsumer(RewindingConsumer):
