@@ -58,3 +58,26 @@ def test_serve_s_own_token_is_a_note(tmp_path: Path) -> None:
     m = ReadMarker(os.getpid(), 4242, new_token())
     write_marker(db, m)
     assert read_marker(db) == m
+
+
+async def test_a_query_body_nested_too_deep_is_a_bad_request_not_a_server_error() -> None:
+    from types import SimpleNamespace
+
+    import duckdb
+    from aiohttp.test_utils import TestClient, TestServer
+
+    from hivestream.serve.progress import Progress
+    from hivestream.serve.read_api import ReadApp
+    from hivestream.serve.read_gate import ReadGate
+
+    gate = ReadGate()
+    gate.set(duckdb.connect(), Path("mem.duckdb"))
+    reads = ReadApp(gate, Progress(), SimpleNamespace(next_offset=0), "tok")  # type: ignore[arg-type]
+    async with TestClient(TestServer(reads.build())) as client:
+        auth = {"Authorization": "Bearer tok"}
+        deep = await client.post("/v1/query", data=b"[" * 30_000 + b"]" * 30_000, headers=auth)
+        assert deep.status == 400 and (await deep.json())["error"] == "bad_request"
+        missing = await client.post("/v1/query", data=json.dumps({"set": "frames", "name": "totals"}), headers=auth)
+        assert missing.status == 422 and "\n" not in (await missing.json())["detail"]  # a file without the tables: one line
+    reads.pool.shutdown()
+    gate.set(None)
