@@ -81,3 +81,18 @@ async def test_a_query_body_nested_too_deep_is_a_bad_request_not_a_server_error(
         assert missing.status == 422 and "\n" not in (await missing.json())["detail"]  # a file without the tables: one line
     reads.pool.shutdown()
     gate.set(None)
+
+
+@pytest.mark.parametrize("where", ["missing-dir/r.html", "a-dir"])
+def test_a_report_serve_answered_that_cannot_be_written_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str) -> None:
+    from typer.testing import CliRunner
+
+    from hivestream.cli.app import app
+    from hivestream.serve.read_client import Served
+
+    monkeypatch.setattr(read_client, "served_report", lambda _db: Served(b"<html></html>", "answered by the serve"))
+    (tmp_path / "a-dir").mkdir()
+    res = CliRunner().invoke(app, ["report", "--db", str(tmp_path / "f.duckdb"), "--out", str(tmp_path / where)])
+    assert res.exit_code == 2 and isinstance(res.exception, SystemExit)
+    assert "cannot write" in res.output and "Traceback" not in res.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a-dir"]  # no .tmp left behind
