@@ -96,3 +96,17 @@ def test_a_report_serve_answered_that_cannot_be_written_is_one_line(tmp_path: Pa
     assert res.exit_code == 2 and isinstance(res.exception, SystemExit)
     assert "cannot write" in res.output and "Traceback" not in res.output
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a-dir"]  # no .tmp left behind
+
+
+def test_a_report_of_the_file_that_cannot_be_written_is_one_line(tmp_path: Path) -> None:
+    import duckdb
+    from typer.testing import CliRunner
+
+    from hivestream.cli.app import app
+
+    db = tmp_path / "f.duckdb"
+    duckdb.connect(str(db)).close()
+    (tmp_path / "a-dir").mkdir()
+    res = CliRunner().invoke(app, ["report", "--db", str(db), "--out", str(tmp_path / "a-dir")])
+    assert res.exit_code == 2 and isinstance(res.exception, SystemExit) and "Is a directory" in res.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a-dir", "f.duckdb"]  # no .tmp left behind

@@ -257,6 +257,9 @@ def report(
     except FileNotFoundError as e:
         err.print(f"[red]error:[/] {e}")
         raise typer.Exit(2) from e
+    except OSError as e:  # --out a directory, a file without permission: one line
+        err.print(f"[red]error:[/] {escape(str(e))}", soft_wrap=True)
+        raise typer.Exit(2) from e
     for n in notes:
         err.print(n, soft_wrap=True, highlight=False)
     out.print(f"report written: {page.resolve()}")
