@@ -9,6 +9,7 @@ whatever the number of events.
 
 from __future__ import annotations
 
+import contextlib
 import html
 import math
 import time
@@ -280,8 +281,13 @@ def write_report(src: Sources, out: Path, *, generated_at_ms: int) -> Path:
     """
     page = render_html(src, generated_at_ms=generated_at_ms)
     tmp = out.with_name(out.name + ".tmp")
-    tmp.write_text(page, encoding="utf-8")
-    tmp.replace(out)
+    try:
+        tmp.write_text(page, encoding="utf-8")
+        tmp.replace(out)
+    except OSError:
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+        raise
     return out
 
 

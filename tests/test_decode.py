@@ -138,6 +138,12 @@ def test_deep_nesting_is_malformed_json() -> None:
     assert reason(b"[" * 100_000) == Reason.MALFORMED_JSON
 
 
+def test_an_integer_past_python_s_digit_limit_is_malformed_json() -> None:
+    # json.loads raises a plain ValueError for it (sys.get_int_max_str_digits), not JSONDecodeError
+    assert reason(b'{"hook_event_name": "Stop", "session_id": "s", "last_assistant_message": "x", "ts": 1' + b"0" * 5000 + b"}") \
+        == Reason.MALFORMED_JSON
+
+
 def test_a_body_whose_json_would_not_fit_a_kafka_record() -> None:
     raw = json.dumps({"content": "\x01" * 200_000, "timestamp": 1}).encode()  # 200 KB, 1.2 MB as JSON
     assert reason(raw) == Reason.BODY_TOO_LARGE

@@ -174,3 +174,34 @@ def test_worker_logs_have_no_colour_codes_when_piped() -> None:
         assert fmt.format(rec) != "hello"  # colour codes by default
         os.environ.update(env)
         assert fmt.format(rec) == "hello"
+
+
+async def test_a_commit_between_a_fetch_and_its_after_step_sends_its_dead_letters_first(h: Any) -> None:
+    # the handler acks its records; faust's commit timer may run before the fetch loop's after-step
+    # (it awaits the producer): the before-commit flush must then hand the dead letters to the producer
+    tp = TP(h.topics.hook_events, 0)
+    h.on_records(tp, [Rec(tp.topic, 0, 0, 1_790_000_000_000, b"kg:1", b"{not json")])
+    await run_before_commit(h.app)
+    assert [json.loads(v)["reason"] for v in sent(h, h.topics.dead_letter)] == ["malformed_json"]
+    await h.after_records()  # sent once, not again
+    assert len(sent(h, h.topics.dead_letter)) == 1
+
+
+async def test_the_stub_worker_sends_its_dead_letters_before_a_commit() -> None:
+    from streams.kafka.batch_delivery import batch_topics
+    from streams.stubs.settings import MatchPolicy
+    from streams.workers.stubs import create_stub_app
+
+    s = create_stub_app(Settings(), MatchPolicy(), connection="127.0.0.1:9", partitions=1, store="memory://")
+    s.app.producer.send = AsyncMock()  # type: ignore[method-assign]
+    fake = FakeProducer()
+    s.app.producer._ensure_producer = lambda: fake  # type: ignore[attr-defined]
+    on_records, after = batch_topics(s.app)[s.topics.stub_events]
+    tp = TP(s.topics.stub_events, 0)
+    on_records(tp, [Rec(tp.topic, 0, 0, 1_790_000_000_000, b"c", b"\xff")])
+    await run_before_commit(s.app)
+    dead = [c for c in s.app.producer.send.call_args_list if c.args[0] == s.topics.stub_dead_letter]
+    assert len(dead) == 1
+    assert after is not None
+    await after()
+    assert len([c for c in s.app.producer.send.call_args_list if c.args[0] == s.topics.stub_dead_letter]) == 1

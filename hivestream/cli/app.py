@@ -9,6 +9,7 @@ if sys.argv[1:2] == ["hook"] and sys.argv[0].endswith("hivestream"):  # command 
 
     sys.exit(_hook_main(sys.argv[2:]))
 
+import contextlib
 import json
 import os
 from enum import StrEnum
@@ -240,8 +241,14 @@ def report(
             raise typer.Exit(2) from e
         if got is not None:
             tmp = out_path.with_name(out_path.name + ".tmp")
-            tmp.write_bytes(got.body)
-            tmp.replace(out_path)
+            try:
+                tmp.write_bytes(got.body)
+                tmp.replace(out_path)
+            except OSError as e:  # no such directory, --out a directory, no permission: one line
+                with contextlib.suppress(OSError):
+                    tmp.unlink(missing_ok=True)
+                err.print(f"[red]error:[/] cannot write {escape(str(out_path))}: {escape(e.strerror or type(e).__name__)}", soft_wrap=True)
+                raise typer.Exit(2) from e
             err.print(got.freshness, soft_wrap=True, highlight=False)
             out.print(f"report written: {out_path.resolve()}")
             return
@@ -249,6 +256,9 @@ def report(
         page = write_report_files(db, kb_db, stubs_db, out_path, notes)
     except FileNotFoundError as e:
         err.print(f"[red]error:[/] {e}")
+        raise typer.Exit(2) from e
+    except OSError as e:  # --out a directory, a file without permission: one line
+        err.print(f"[red]error:[/] {escape(str(e))}", soft_wrap=True)
         raise typer.Exit(2) from e
     for n in notes:
         err.print(n, soft_wrap=True, highlight=False)

@@ -105,7 +105,7 @@ class ReadApp:
             queries, name = QUERY_SETS[req["set"]], req["name"]
             if not isinstance(name, str) or name not in queries:
                 raise KeyError(name)
-        except (ValueError, KeyError, TypeError) as e:
+        except (ValueError, KeyError, TypeError, RecursionError) as e:  # RecursionError: JSON nested too deep to decode
             return self._json(400, {"error": "bad_request", "detail": f"expected {{\"set\": one of {sorted(QUERY_SETS)}, "
                                                                       f"\"name\": a query of that set}} ({type(e).__name__})"})
 

@@ -71,7 +71,7 @@ def ask(db: Path, method: str, path: str, body: bytes | None = None, timeout_s: 
         raise ServeUnreachable(f"{where} is gone")
     try:
         status, answer = _request(m, method, path, body, timeout_s)
-    except (OSError, http.client.HTTPException) as e:
+    except (OSError, http.client.HTTPException, ValueError) as e:  # ValueError: a request http.client refuses to send
         raise ServeUnreachable(f"{where} did not answer ({type(e).__name__})") from None
     if status == 401:
         raise ServeUnreachable(f"{where} refused its read token (HTTP 401: the note is not that serve's)")

@@ -14,12 +14,14 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
 FORMAT = "hivestream-serve-reads"
 VERSION = 1
+_TOKEN = re.compile(r"[A-Za-z0-9_-]{1,512}")
 
 
 def marker_path(db: str | Path) -> Path:
@@ -63,7 +65,8 @@ def write_marker(db: str | Path, marker: ReadMarker) -> Path:
 
 def read_marker(db: str | Path) -> ReadMarker | None:
     """The note for ``db``, or ``None`` when there is none or it is not one this code wrote for
-    this user (another owner, group- or world-writable, another format, not JSON)."""
+    this user (another owner, group- or world-writable, another format, not JSON, a token not of
+    :func:`new_token`'s URL-safe alphabet)."""
     path = marker_path(db)
     try:
         st = path.stat()
@@ -75,8 +78,8 @@ def read_marker(db: str | Path) -> ReadMarker | None:
     if not isinstance(obj, dict) or obj.get("format") != FORMAT or obj.get("version") != VERSION:
         return None
     pid, port, token = obj.get("pid"), obj.get("port"), obj.get("token")
-    if not (isinstance(pid, int) and isinstance(port, int) and 0 < port < 65536 and isinstance(token, str) and token):
-        return None
+    if not (isinstance(pid, int) and pid > 0 and isinstance(port, int) and 0 < port < 65536 and isinstance(token, str) and _TOKEN.fullmatch(token)):
+        return None  # a token this code never makes (new_token's alphabet) would not even fit an HTTP header
     return ReadMarker(pid, port, token)
 
 

@@ -79,7 +79,7 @@ def parse_json_object(raw: bytes) -> dict[str, Any]:
         raise RejectedInput(Reason.NOT_UTF8, f"record is not valid UTF-8: {e}") from e
     try:
         obj = json.loads(text)
-    except (json.JSONDecodeError, RecursionError) as e:
+    except (ValueError, RecursionError) as e:  # ValueError: JSONDecodeError, and an integer past Python's 4,300-digit limit
         raise RejectedInput(Reason.MALFORMED_JSON, f"record is not JSON: {e}") from e
     if not isinstance(obj, dict):
         raise RejectedInput(Reason.WRONG_SHAPE, f"record must be a JSON object, got {type(obj).__name__}")

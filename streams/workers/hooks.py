@@ -158,6 +158,7 @@ def create_app(
                 await out.append(topic, p, k.encode(), orjson.dumps(v))
             for k in deletes:
                 await out.append(topic, p, k.encode(), None)
+        await send_pending()  # dead letters of records acked already: in the producer before faust flushes it and commits
         await out.flush()
 
     on_before_commit(app, flush_state)
@@ -207,7 +208,20 @@ def create_app(
             key = kb_key(kb)
             await send(topics.experience_events, key, kb.model_dump_json().encode(), partition_for(key, n))
 
-    pending: list[tuple[DeadLetter, str]] = []  # dead letters of the current fetch and their topic: sent by faust's producer (key-partitioned)
+    pending: list[tuple[DeadLetter, str]] = []  # dead letters of acked records and their topic: sent by faust's producer (key-partitioned)
+    pending_lock: list[asyncio.Lock] = []  # made on first use, inside the app's running loop
+
+    async def send_pending() -> None:
+        """Hand every pending dead letter to the producer, in order; each leaves ``pending`` only once
+        the producer has it, so a commit that runs meanwhile (its before-commit flush calls this too)
+        waits for them instead of committing past records whose dead letters were never sent."""
+        if not pending_lock:
+            pending_lock.append(asyncio.Lock())
+        async with pending_lock[0]:
+            while pending:
+                dl, topic = pending[0]
+                await send_dead(dl, topic)
+                del pending[0]
 
     def on_records(tp: Any, records: Sequence[Any]) -> None:
         """One fetch of a hook-events partition → frames, memory-calls, KnowHub outputs (batched), dead letters (pending).
@@ -247,9 +261,7 @@ def create_app(
     async def after_records() -> None:
         """After a fetch's batches were acked: hand the filled batches and the dead letters to the producer."""
         await out.send_full()
-        dead, pending[:] = list(pending), []
-        for dl, topic in dead:
-            await send_dead(dl, topic)
+        await send_pending()
 
     on_batch(app, topics.hook_events, on_records, after_records)
 

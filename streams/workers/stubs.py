@@ -15,6 +15,7 @@ same event ids and the projector applies them once.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
@@ -87,7 +88,21 @@ def create_stub_app(settings: Settings, policy: MatchPolicy, *, connection: Conn
     steps: dict[int, StubPartitionStep] = {}
     states: dict[int, TrackedState] = {}
     out = BatchedOutput(app)
-    pending: list[DeadLetter] = []  # dead letters of the current fetch: sent by faust's producer (key-partitioned)
+    pending: list[DeadLetter] = []  # dead letters of acked records: sent by faust's producer (key-partitioned)
+    pending_lock: list[asyncio.Lock] = []  # made on first use, inside the app's running loop
+
+    async def send_pending() -> None:
+        """Hand every pending dead letter to the producer, in order; each leaves ``pending`` only once
+        the producer has it, so a commit meanwhile (its before-commit flush calls this too) never
+        passes records whose dead letters were not sent."""
+        if not pending_lock:
+            pending_lock.append(asyncio.Lock())
+        async with pending_lock[0]:
+            while pending:
+                dl = pending[0]
+                await app.producer.send(topics.stub_dead_letter, f"{dl.source}:{dl.partition}:{dl.offset}".encode(),
+                                        dl.model_dump_json().encode(), None, None, None)
+                del pending[0]
 
     async def flush_state(partition: int | None = None) -> None:
         """Send the state keys changed since the last call to the table's changelog (None deletes), then every open batch."""
@@ -100,6 +115,7 @@ def create_stub_app(settings: Settings, policy: MatchPolicy, *, connection: Conn
                 out.put(topic, p, k.encode(), orjson.dumps(v))
             for k in deletes:
                 out.put(topic, p, k.encode(), None)
+        await send_pending()  # dead letters of records acked already: in the producer before faust flushes it and commits
         await out.flush()
 
     on_before_commit(app, flush_state)
@@ -138,10 +154,7 @@ def create_stub_app(settings: Settings, policy: MatchPolicy, *, connection: Conn
 
     async def after_records() -> None:
         await out.send_full()
-        dead, pending[:] = list(pending), []
-        for dl in dead:
-            await app.producer.send(topics.stub_dead_letter, f"{dl.source}:{dl.partition}:{dl.offset}".encode(),
-                                    dl.model_dump_json().encode(), None, None, None)
+        await send_pending()
 
     on_batch(app, topics.stub_events, on_records, after_records)
 
