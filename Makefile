@@ -43,6 +43,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/bench_run.py
 	$(BIN)/python bench/bench_ingest.py
 	$(BIN)/python bench/bench_stages.py
+	$(BIN)/python bench/bench_e2e.py
 
 # the report on 200,000 generated events (target < 10 s); see bench/RESULTS.md
 bench-report: $(STAMP)
