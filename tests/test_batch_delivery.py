@@ -13,7 +13,7 @@ partition, and the commit at the end of the log.
 from __future__ import annotations
 
 import random
-from typing import Any, NamedTuple
+from typing import Any
 
 import pytest
 from faust.types import TP
@@ -21,25 +21,10 @@ from faust.types import TP
 from streams.kafka.batch_delivery import BatchDeliveryConsumer, on_batch
 from streams.kafka.faust_app import make_faust_app
 from streams.settings import Settings
+from tests.consumer_record import Rec
 
 TOPIC = "ns.hook-events"
 OTHER = "ns.kb-extract"
-
-
-class Rec(NamedTuple):
-    """The ConsumerRecord fields the consumer and the handler read."""
-
-    topic: str
-    partition: int
-    offset: int
-    timestamp: int
-    key: bytes | None
-    value: bytes | None
-    timestamp_type: int = 0
-    headers: tuple[Any, ...] = ()
-    checksum: None = None
-    serialized_key_size: int = 0
-    serialized_value_size: int = 0
 
 
 class FakeThread:

@@ -6,7 +6,7 @@ import io
 import json
 import logging
 import os
-from typing import Any, NamedTuple
+from typing import Any
 from unittest import mock
 from unittest.mock import AsyncMock
 
@@ -20,6 +20,7 @@ from streams.kafka.rewinding import run_before_commit
 from streams.model.events import from_prefixed
 from streams.settings import Settings
 from streams.workers.hooks import create_app
+from tests.consumer_record import Rec
 
 
 class FakeBatch:
@@ -69,17 +70,6 @@ def h() -> Any:
 
 def hook(content: str, t: int, eid: str) -> bytes:
     return from_prefixed(content, event_time_ms=t, event_id=eid).to_json()
-
-
-class Rec(NamedTuple):
-    """The fields of an aiokafka ConsumerRecord the batch handler reads."""
-
-    topic: str
-    partition: int
-    offset: int
-    timestamp: int
-    key: bytes | None
-    value: bytes | None
 
 
 async def deliver(h: Any, partition: int, values: list[bytes]) -> None:
