@@ -92,6 +92,13 @@ class RefIndex:
         return out
 
 
+    def best(self, channel: str, query: list[float], origin: str) -> float | None:
+        """The highest similarity of the channel's and the global stubs to ``query`` (at least -1), whatever the threshold."""
+        sims = [ref_similarity(vec, query) for (scope, _), (vec, _t, _p) in self.stubs.items() if scope in (channel, None)]
+        sims = [x for x in sims if x >= -1.0]
+        return max(sims) if sims and origin == "main" else None
+
+
 # ---------------------------------------------------------------- helpers
 
 
@@ -227,6 +234,10 @@ def run_case(seed: int, stats: Counter[str]) -> None:
         expected = [] if m.origin == "subagent" else ref.match(m.channel, q.tolist(), policy.for_channel(m.channel), stats)
         assert as_tuples(got) == expected, (seed, m.channel)
         assert as_tuples(got_batch) == expected, (seed, "batch")
+        scored, best = index.match_scored(m)
+        assert as_tuples(scored) == expected, (seed, "scored")
+        assert best == ref.best(m.channel, q.tolist(), m.origin), (seed, "best")
+        stats["best"] += best is not None
         stats["subagent"] += m.origin == "subagent"
         stats["messages"] += 1
 
@@ -246,6 +257,7 @@ def test_matcher_equals_reference_on_1200_cases() -> None:
         "refresh": 300,
         "delete": 300,
         "subagent": 50,
+        "best": 1500,
     }.items():
         assert stats[key] >= minimum, (key, stats)
 

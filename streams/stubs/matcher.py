@@ -18,6 +18,7 @@ global set, and applies :class:`StubUpserted`, :class:`StubRefreshed`, :class:`S
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
@@ -35,6 +36,8 @@ from streams.stubs.vectors import exact_similarities, screen_margin, unit
 
 Scope = str | None  # a channel name, or None for the global set
 _Cand = tuple[float, int, int, Scope]  # (similarity, stub_id, 0 channel / 1 global, scope)
+_Prepared = tuple[list[tuple[int, Scope, RowStore]], npt.NDArray[np.float32], npt.NDArray[np.float64]]  # (order, scope, store) per scope, u32, u64
+PROBE_BUDGET = 2**62  # tokens: a stub over it never counts for a message's best similarity (MatchSettings' budget of the old probe)
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +60,34 @@ class Match:
     archive_path: str
 
 
+@dataclass(frozen=True, slots=True)
+class _View:
+    """The candidate rows of one channel's messages: its stubs (order 0) then the global ones (order 1).
+
+    Shapes: ``mat32`` ``(n, dim)`` unit float32 rows, ``mat64`` the same widened to float64; the
+    lists and ``fits`` (``archive_tokens <= PROBE_BUDGET``) have ``n`` items.
+    """
+
+    mat32: npt.NDArray[np.float32]
+    mat64: npt.NDArray[np.float64]
+    ids: list[int]
+    orders: list[int]
+    scopes: list[Scope]
+    fit: list[bool]
+    fits: npt.NDArray[np.bool_]
+    all_fit: bool
+    margin: float
+
+    @staticmethod
+    def stack(scopes: Sequence[tuple[int, Scope, RowStore]]) -> _View:
+        """Stack the row stores of ``scopes`` (``(order, scope, store)``, non-empty, one dim) in that order."""
+        mat32 = np.concatenate([store.matrix for _, _, store in scopes])
+        fits = np.concatenate([store.tokens <= PROBE_BUDGET for _, _, store in scopes])
+        return _View(mat32, mat32.astype(np.float64), [i for _, _, st in scopes for i in st.ids.tolist()],
+                     [o for o, _, st in scopes for _ in range(len(st))], [k for _, k, st in scopes for _ in range(len(st))],
+                     fits.tolist(), fits, bool(fits.all()), screen_margin(scopes[0][2].dim))
+
+
 class StubIndex:
     """All stubs, per channel and global, ready for matching (in-memory state; pure).
 
@@ -69,6 +100,7 @@ class StubIndex:
         self.policy = policy or MatchPolicy()
         self._stores: dict[Scope, RowStore] = {}
         self._records: dict[tuple[Scope, int], StubRecord] = {}
+        self._views: dict[Scope, _View] = {}  # channel -> its stubs and the global ones, stacked (dropped on change)
 
     def __len__(self) -> int:
         """Number of stubs over all scopes."""
@@ -149,6 +181,7 @@ class StubIndex:
         store = self._stores.get(ev.channel)
         if store is None or not store.remove(ev.stub_id):
             return False
+        self._changed(ev.channel)
         del self._records[(ev.channel, ev.stub_id)]
         if not len(store):
             del self._stores[ev.channel]  # an empty scope accepts any model again
@@ -179,6 +212,45 @@ class StubIndex:
         for order, key, store in scopes:
             cands += _refine(store, store.matrix @ u32, u64, settings.threshold, order, key)
         return self._select(cands, settings)
+
+    def match_scored(self, message: MessageEmbedded) -> tuple[list[Match], float | None]:
+        """:meth:`match` and the message's best similarity whatever the threshold, from one decode and one product per scope.
+
+        The best similarity is the highest exact similarity (at least -1) over the candidate stubs
+        (the channel's and the global ones) whose ``archive_tokens`` fit :data:`PROBE_BUDGET`: what
+        :meth:`match` returns first under a policy of threshold -1, top 1 and that budget, which
+        is how the stub runner computed it before, with a second decode and product. Exact values
+        are computed only for the rows whose float32 screen can reach the threshold or lies
+        within two :func:`~streams.stubs.vectors.screen_margin` of the best screen (the row of the
+        best exact value is always among them). ``([], None)`` for subagent messages and when no
+        scope holds a stub; ``([], best)`` when the channel's ``top_n`` is 0.
+
+        Raises:
+            RejectedInput: as :meth:`match`.
+        """
+        prepared = self._prepare(message, probe=True)
+        if prepared is None:
+            return [], None
+        scopes, u32, u64 = prepared
+        settings = self.policy.for_channel(message.channel)
+        view = self._views.get(message.channel)
+        if view is None:
+            view = self._views[message.channel] = _View.stack(scopes)
+        sims = (view.mat32 @ u32).astype(np.float64)
+        top = float(sims.max() if view.all_fit else sims[view.fits].max(initial=-math.inf))
+        floor = top - 2 * view.margin
+        if settings.top_n:
+            floor = min(floor, settings.threshold - view.margin)
+        rows = np.flatnonzero(sims >= floor)
+        exact = np.cumsum(view.mat64[rows] * u64, axis=1)[:, -1].tolist()  # the defined similarity (streams.stubs.vectors)
+        cands: list[_Cand] = []
+        best: float | None = None
+        for r, sim in zip(rows.tolist(), exact, strict=True):
+            if view.fit[r] and sim >= -1.0 and (best is None or sim > best):
+                best = sim
+            if sim >= settings.threshold:
+                cands.append((sim, view.ids[r], view.orders[r], view.scopes[r]))
+        return (self._select(cands, settings) if settings.top_n else []), best
 
     def match_many(self, messages: Sequence[MessageEmbedded]) -> list[list[Match]]:
         """:meth:`match` for a batch, in input order, with one matrix-matrix product per scope.
@@ -225,14 +297,24 @@ class StubIndex:
         if store is None:
             store = self._stores[scope] = RowStore(model, dim)
         store.put(stub_id, unit(vec)[0], tokens)
+        self._changed(scope)
 
-    def _prepare(self, m: MessageEmbedded) -> tuple[list[tuple[int, Scope, RowStore]], npt.NDArray[np.float32], npt.NDArray[np.float64]] | None:
+    def _changed(self, scope: Scope) -> None:
+        """Forget the stacked views a change of ``scope``'s rows makes stale (all of them for the global set)."""
+        if scope is None:
+            self._views.clear()
+        else:
+            self._views.pop(scope, None)
+
+    def _prepare(self, m: MessageEmbedded, *, probe: bool = False) -> _Prepared | None:
+        """The message's scopes and unit vector; ``None`` when nothing is to be matched (with ``probe``,
+        a channel whose ``top_n`` is 0 is still matched, for its best similarity)."""
         try:
             vec = decode_embedding(m.embedding_b64, m.dim)
         except RejectedInput as e:
             code, _, rest = e.detail.partition(": ")
             raise RejectedInput(e.reason, f"{code}: message {m.message_id!r} on {m.channel!r}: {rest}") from e
-        if m.origin != "main" or self.policy.for_channel(m.channel).top_n == 0:
+        if m.origin != "main" or (not probe and self.policy.for_channel(m.channel).top_n == 0):
             return None
         scopes: list[tuple[int, Scope, RowStore]] = []
         for order, key in ((0, m.channel), (1, None)):

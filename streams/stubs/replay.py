@@ -30,12 +30,10 @@ from streams.stubs.events import MessageEmbedded, StubDeleted, StubMatched, Stub
 from streams.stubs.log import LogEntry, StubEventT, entries
 from streams.stubs.matcher import StubIndex, to_matched_events
 from streams.stubs.records import StubRecord
-from streams.stubs.settings import MatchPolicy, MatchSettings
+from streams.stubs.settings import MatchPolicy
 
 StubKey = tuple[str | None, int]
 """A stub's identity: (scope, stub_id), scope ``None`` = the global set."""
-
-_PROBE = MatchPolicy(defaults=MatchSettings(threshold=-1.0, top_n=1, token_budget=2**62))
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,8 +191,7 @@ class StubRunner:
         if key in self._seen:
             self._delta.repeated += 1
             return
-        matches = self.index.match(m)  # validates the embedding even for subagents
-        best = self._best(m) if m.origin == "main" else None
+        matches, best = self.index.match_scored(m)  # validates the embedding even for subagents
         self._seen.add(key)
         events = to_matched_events(m, matches)
         for ev in events:
@@ -205,15 +202,6 @@ class StubRunner:
             MessageRecord(m.channel, m.message_id, m.event_id, m.event_time_ms, m.origin, bool(events), len(events),
                           sum(e.tokens_injected for e in events), best)
         )
-
-    def _best(self, m: MessageEmbedded) -> float | None:
-        saved = self.index.policy
-        self.index.policy = _PROBE
-        try:
-            top = self.index.match(m)
-        finally:
-            self.index.policy = saved
-        return top[0].similarity if top else None
 
 
 @dataclass
