@@ -30,6 +30,8 @@ from collections.abc import MutableMapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
+import orjson
+
 from streams.model.deadletter import DeadLetter, Reason, RejectedInput
 from streams.model.position import Position
 from streams.stubs.events import MessageEmbedded, StubDeleted, StubMatched, StubRefreshed, StubUpserted, parse_stub_event
@@ -55,7 +57,8 @@ def _stub_key(p: int, key: StubKey) -> str:
 
 
 def _msg_key(p: int, channel: str, message_id: str) -> str:
-    return json.dumps([p, "msg", channel, message_id])
+    """``json.dumps([p, "msg", channel, message_id])``, built from the two string encodings (the same text)."""
+    return f'[{int(p)}, "msg", {json.dumps(channel)}, {json.dumps(message_id)}]'
 
 
 def _at_key(p: int, offset: int) -> str:
@@ -161,6 +164,7 @@ class StubPartitionStep:
             saved = {"matches": [e.model_dump(mode="json") for e in delta.matches], "outcome": outcome.model_dump(mode="json")}
             self.store[skey] = saved
         key = m.channel.encode()
-        out: list[Emit | DeadLetter] = [Emit(key, StubMatched(**d).model_dump_json().encode()) for d in saved["matches"]]
-        out.append(Emit(key, MessageProcessed(**saved["outcome"]).model_dump_json().encode()))
+        # the saved dicts are the events' model_dump(mode="json"): their JSON is the event's JSON
+        out: list[Emit | DeadLetter] = [Emit(key, orjson.dumps(d)) for d in saved["matches"]]
+        out.append(Emit(key, orjson.dumps(saved["outcome"])))
         return out

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -37,6 +38,8 @@ from streams.model.tracked_state import TrackedState
 from streams.settings import Settings
 from streams.stubs.partition_step import Emit, StubPartitionStep
 from streams.stubs.settings import MatchPolicy
+
+log = logging.getLogger(__name__)
 
 
 def store_key(key: Any) -> str:
@@ -138,6 +141,8 @@ def create_stub_app(settings: Settings, policy: MatchPolicy, *, connection: Conn
             restored = ((store_key(k), v) for k, v in list(table.data.items()) if v is not None)
             state = states[partition] = TrackedState({k: v for k, v in restored if k.startswith(prefix)})
             step = steps[partition] = StubPartitionStep(partition, policy, state)
+            for rej in step.restore_rejections:  # a stub that no longer loads: it matches nothing on this partition
+                log.warning("stub-state partition %d: a stored stub did not load: %s", partition, rej.error.detail)
         return step
 
     def on_records(tp: Any, records: Sequence[Any]) -> None:
