@@ -147,6 +147,7 @@ from streams.experiences.injection_orders import (
     unless_mentioned,
 )
 from streams.experiences.injection_text import CONFUSABLES, WORD_RE, Guard, both_forms, imperative, normalise, not_descriptive
+from streams.model.text_memo import TextMemo
 
 __all__ = ["FAMILIES", "InjectionVerdict", "detect_injection", "normalise"]
 
@@ -494,11 +495,20 @@ def detect_injection(*texts: str) -> InjectionVerdict:
     quoted in the seed ``knowhub-openclaw-integration.zh.md``) — every one of its four patterns
     is covered here except where narrowed to avoid false positives on technical prose.
     """
-    both = [both_forms(text) for text in texts if text]
-    forms = [one_line.translate(CONFUSABLES) for one_line, _ in both]
-    line_forms = [lines.translate(CONFUSABLES) if lines is not one_line else form for (one_line, lines), form in zip(both, forms, strict=True)]
+    found = set().union(*(_RULE_HITS(text) for text in texts if text))
     hits: list[str] = []
-    for rule in _RULES:
-        if rule.name not in hits and any(rule.matches(form) for form in (line_forms if rule.lines else forms)):
+    for i, rule in enumerate(_RULES):
+        if i in found and rule.name not in hits:
             hits.append(rule.name)
     return InjectionVerdict(flagged=bool(hits), rules=tuple(hits))
+
+
+def _rule_hits(text: str) -> frozenset[int]:
+    """The indices in ``_RULES`` of the rules that match one non-empty text (each text is checked on its own)."""
+    one_line, lines = both_forms(text)
+    form = one_line.translate(CONFUSABLES)
+    line_form = lines.translate(CONFUSABLES) if lines is not one_line else form
+    return frozenset(i for i, rule in enumerate(_RULES) if rule.matches(line_form if rule.lines else form))
+
+
+_RULE_HITS: TextMemo[frozenset[int]] = TextMemo(_rule_hits)

@@ -47,6 +47,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Final
 
+from streams.model.text_memo import TextMemo
 from streams.redaction.rules import PLACEHOLDER_RE, RULES, Family, PiiKind, Rule, families, placeholder
 
 __all__ = [
@@ -57,6 +58,7 @@ __all__ = [
     "placeholder",
     "redact",
     "redact_fields",
+    "strict_redaction",
 ]
 
 
@@ -210,7 +212,8 @@ def redact(text: str, mode: RedactionMode = RedactionMode.STRICT) -> Redacted:
     ``"relaxed"`` string compares equal). Returns :class:`Redacted` with the redacted text and the
     per-kind replacement counts; in relaxed mode the text is returned unchanged with empty counts.
 
-    Pure (no I/O, no state) and idempotent: ``redact(redact(s).text)`` returns the same text and
+    Pure (the result depends on ``text`` alone; strict results of short texts are remembered in a
+    bounded memo) and idempotent: ``redact(redact(s).text)`` returns the same text and
     empty counts, because placeholders are never matched and a pass is repeated until it
     replaces nothing (at most 8 passes; in practice 1 or 2). Raises nothing.
 
@@ -219,8 +222,20 @@ def redact(text: str, mode: RedactionMode = RedactionMode.STRICT) -> Redacted:
     """
     if mode == _RELAXED:
         return Redacted(text, {})
-    text, counts = _redact_strict(text)
-    return Redacted(text, counts)
+    out, counts = strict_redaction(text)
+    return Redacted(out, dict(counts))
+
+
+def _strict_result(text: str) -> tuple[str, tuple[tuple[str, int], ...]]:
+    out, counts = _redact_strict(text)
+    return out, tuple(counts.items())
+
+
+strict_redaction: Final[TextMemo[tuple[str, tuple[tuple[str, int], ...]]]] = TextMemo(_strict_result)
+"""``strict_redaction(text)`` → ``(redacted text, ((kind, count), ...))``: :func:`redact` in strict mode without
+the :class:`Redacted` wrapper (for walks over many strings, :mod:`streams.redaction.scrub`), remembered per text
+(a KnowHub payload repeats its tool names, hook names and lesson texts: about three calls in four hit on the
+generated KnowHub backlog) within :class:`~streams.model.text_memo.TextMemo`'s bounds. Raises nothing."""
 
 
 def redact_fields(fields: Mapping[str, str], mode: RedactionMode = RedactionMode.STRICT) -> tuple[dict[str, str], dict[str, int]]:

@@ -17,7 +17,7 @@ from collections import Counter
 from typing import Any
 
 from streams.model.events import HookEvent
-from streams.redaction.redact import RedactionMode, redact
+from streams.redaction.redact import RedactionMode, strict_redaction
 
 COUNTS_KEY = "hivestream_redactions"
 MAX_SCRUB_CHARS = 65_536
@@ -30,17 +30,23 @@ _EXPERIENCE_FIELDS = ("task", "resource", "result")
 
 
 def _scrub(value: Any, mode: RedactionMode, counts: Counter[str] | None) -> Any:
+    if mode == RedactionMode.RELAXED:  # a plain "relaxed" compares equal, as in redact()
+        return value
+    return _scrub_strict(value, counts)
+
+
+def _scrub_strict(value: Any, counts: Counter[str] | None) -> Any:
     if isinstance(value, str):
         if len(value) > MAX_SCRUB_CHARS:
             value = value[:MAX_SCRUB_CHARS] + f" [truncated: {len(value) - MAX_SCRUB_CHARS} more characters]"
-        r = redact(value, mode)
-        if counts is not None:
-            counts.update(r.counts)
-        return r.text
-    if isinstance(value, list):
-        return [_scrub(v, mode, counts) for v in value]
+        text, found = strict_redaction(value)
+        if found and counts is not None:
+            counts.update(dict(found))
+        return text
     if isinstance(value, dict):
-        return {k: (v if k == COUNTS_KEY else _scrub(v, mode, counts)) for k, v in value.items()}
+        return {k: (v if k == COUNTS_KEY else _scrub_strict(v, counts)) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_scrub_strict(v, counts) for v in value]
     return value
 
 
