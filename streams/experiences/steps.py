@@ -23,7 +23,7 @@ from streams.experiences.from_hooks import Derived, ExtractionRequest, KbDeriver
 from streams.experiences.settings import KbSettings
 from streams.model.deadletter import MAX_ORIGINAL_BYTES, DeadLetter, Reason, RejectedInput
 from streams.model.decode import decode_hook_record
-from streams.model.events import stable_id
+from streams.model.events import HookEvent, stable_id
 from streams.model.position import Position
 from streams.redaction.redact import RedactionMode
 from streams.redaction.scrub import scrub_value
@@ -62,12 +62,13 @@ def redacted_dead_letter(err: RejectedInput, raw: bytes, pos: Position, now_ms: 
 
 
 def route_kb_record(raw: bytes | None, pos: Position, deriver: KbDeriver, now_ms: int, *, use_record_time: bool = True,
-                    report_bad_records: bool = False) -> list[Derived | DeadLetter]:
+                    report_bad_records: bool = False, decoded: HookEvent | None = None) -> list[Derived | DeadLetter]:
     """What one ``hook-events`` record gives the KnowHub path. Never raises.
 
     Args:
         use_record_time: a native payload without a time of its own takes ``pos.timestamp_ms``
             (the Kafka record timestamp, as the frames path does); files pass False.
+        decoded: ``raw`` decoded already with that time (the worker's frames step did), not decoded again.
         report_bad_records: dead-letter a record that is no hook event at all (malformed JSON,
             not UTF-8, a bad time, an unknown shape). The worker leaves those to the frames
             path, which dead-letters every such record of ``hook-events`` once; ``kb run``,
@@ -80,7 +81,7 @@ def route_kb_record(raw: bytes | None, pos: Position, deriver: KbDeriver, now_ms
     try:
         if not data.strip():
             raise RejectedInput(Reason.MALFORMED_JSON, "empty record")
-        ev = decode_hook_record(data, received_at_ms=pos.timestamp_ms if use_record_time else None)
+        ev = decoded if decoded is not None else decode_hook_record(data, received_at_ms=pos.timestamp_ms if use_record_time else None)
     except RejectedInput as e:
         return [redacted_dead_letter(e, data, pos, now_ms, mode)] if report_bad_records else []
     try:

@@ -13,6 +13,7 @@ from streams.frames.capture import Capture, to_capture
 from streams.memory_calls import MemoryToolCall, ToolRule, memory_call
 from streams.model.deadletter import DeadLetter, Reason, RejectedInput
 from streams.model.decode import decode_hook_record
+from streams.model.events import HookEvent
 from streams.model.position import Position
 from streams.settings import Settings
 
@@ -34,30 +35,37 @@ def route_hook_record(raw: bytes | None, pos: Position, settings: Settings, now_
         its reason; an unexpected exception becomes ``processing_error`` and is logged), or
         ``None`` (a valid event without turn text, e.g. a tool event). Never raises.
     """
+    return route_hook_event(raw, pos, settings, now_ms)[1]
+
+
+def route_hook_event(raw: bytes | None, pos: Position, settings: Settings, now_ms: int) -> tuple[HookEvent | None, Capture | DeadLetter | None]:
+    """:func:`route_hook_record` and the decoded event (``None`` when the record did not decode), so the
+    worker's other steps of the same record (memory tool calls, KnowHub) need not decode it again. Never raises."""
     data = raw if raw is not None else b""
     event_id = ""
     if not data:
-        return DeadLetter.of(RejectedInput(Reason.MALFORMED_JSON, "empty record value (a null value / tombstone)"), data,
-                             pos.topic, pos.partition, pos.offset, now_ms)
+        return None, DeadLetter.of(RejectedInput(Reason.MALFORMED_JSON, "empty record value (a null value / tombstone)"), data,
+                                   pos.topic, pos.partition, pos.offset, now_ms)
+    ev: HookEvent | None = None
     try:
         ev = decode_hook_record(data, received_at_ms=pos.timestamp_ms)
         event_id = ev.event_id
-        return to_capture(ev, strategy=settings.key_strategy, max_body_bytes=settings.max_body_bytes,
-                          partition=pos.partition, offset=pos.offset)
+        return ev, to_capture(ev, strategy=settings.key_strategy, max_body_bytes=settings.max_body_bytes,
+                              partition=pos.partition, offset=pos.offset)
     except RejectedInput as e:
-        return DeadLetter.of(e, data, pos.topic, pos.partition, pos.offset, now_ms, event_id=event_id)
+        return ev, DeadLetter.of(e, data, pos.topic, pos.partition, pos.offset, now_ms, event_id=event_id)
     except Exception as e:  # a bug must not stop the stream (Kafka Streams' "log and continue" handler)
         log.exception("processing error at %s[%d]@%d", pos.topic, pos.partition, pos.offset)
         err = RejectedInput(Reason.PROCESSING_ERROR, f"{type(e).__name__}: {e}")
-        return DeadLetter.of(err, data, pos.topic, pos.partition, pos.offset, now_ms, event_id=event_id)
+        return ev, DeadLetter.of(err, data, pos.topic, pos.partition, pos.offset, now_ms, event_id=event_id)
 
 
-def memory_call_of(raw: bytes, pos: Position, rules: Sequence[ToolRule]) -> MemoryToolCall | None:
-    """The memory tool call a valid ``hook-events`` record holds (:func:`streams.memory_calls.memory_call`), else None.
+def memory_call_of(ev: HookEvent, rules: Sequence[ToolRule]) -> MemoryToolCall | None:
+    """The memory tool call a decoded ``hook-events`` record holds (:func:`streams.memory_calls.memory_call`), else None.
 
-    Never raises: a record that does not decode is the frames step's dead letter already.
+    Never raises (an unexpected error gives None: the record's frame and KnowHub steps go on).
     """
     try:
-        return memory_call(decode_hook_record(raw, received_at_ms=pos.timestamp_ms), rules)
+        return memory_call(ev, rules)
     except Exception:
         return None

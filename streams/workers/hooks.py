@@ -46,7 +46,7 @@ from streams.experiences.steps import might_be_kb, redacted_dead_letter, route_k
 from streams.frames.capture import Capture
 from streams.frames.codec import frame_event_to_json
 from streams.frames.dedup import DedupCore, group_of_key
-from streams.frames.steps import memory_call_of, route_hook_record
+from streams.frames.steps import memory_call_of, route_hook_event
 from streams.kafka.batch_delivery import on_batch
 from streams.kafka.batched_output import BatchedOutput
 from streams.kafka.connection import ConnectionLike
@@ -235,17 +235,17 @@ def create_app(
         for r in records:
             raw = r.value
             pos = Position(source, p, r.offset, r.timestamp)
-            res = route_hook_record(raw, pos, settings, now)
+            ev, res = route_hook_event(raw, pos, settings, now)  # decoded once for the three steps
             if isinstance(res, Capture):
                 put(frames_topic, p, res.key.encode(), frame_event_to_json(core.process(res)))  # frames has the partitions of hook-events
             elif isinstance(res, DeadLetter):
                 pending.append((res, topics.dead_letter))
-            elif memory_rules is not None and raw and (b"PostToolUse" in raw or b"after_tool_call" in raw):
-                call = memory_call_of(raw, pos, memory_rules)
+            elif memory_rules is not None and ev is not None and (b"PostToolUse" in raw or b"after_tool_call" in raw):
+                call = memory_call_of(ev, memory_rules)
                 if call is not None:
                     put(calls_topic, p, call.session.encode(), call.to_json())
-            if deriver is not None and might_be_kb(raw):
-                for kb in route_kb_record(raw, pos, deriver, now):
+            if deriver is not None and ev is not None and might_be_kb(raw):
+                for kb in route_kb_record(raw, pos, deriver, now, decoded=ev):
                     put_kb(kb)
 
     def put_kb(kb: KbEvent | ExtractionRequest | DeadLetter) -> None:
