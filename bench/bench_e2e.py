@@ -235,7 +235,9 @@ def kafka_path(bootstrap: str, log: Path, lines: int, d: Path, partitions: int, 
             if not caught:
                 time.sleep(POLL_S)
         wall = time.perf_counter() - t0
-        cpu = prod.cpu_s + sum(proc_cpu_s(p.popen.pid) - c for p, c in zip(procs, cpu0, strict=True))
+        each = {p.name: proc_cpu_s(p.popen.pid) - c for p, c in zip(procs, cpu0, strict=True)}
+        each[prod.name] = prod.cpu_s
+        cpu = sum(each.values())
         for p in procs:
             p.sample()
     finally:
@@ -243,6 +245,7 @@ def kafka_path(bootstrap: str, log: Path, lines: int, d: Path, partitions: int, 
             stop(p.popen)
     figs = {"wall": wall, "rate": lines / wall, "cpu_us": cpu / lines * 1e6, "produce_s": produced_s or 0.0,
             "frames": sum(targets.values()) if targets else 0}
+    figs.update({f"cpu:{name}": c / lines * 1e6 for name, c in each.items()})
     for p in (*procs, prod):
         figs[f"rss:{p.name}"] = p.rss
         if p.child_rss:
@@ -326,6 +329,8 @@ def main() -> None:
     print(f"{'Kafka path: produce + 2 workers + projector':<46} {kw:>7.2f} s {lines / kw:>9,.0f} events/s (median of {len(kafka)}; runs "
           f"{kruns} s), {statistics.median(k['cpu_us'] for k in kafka):.1f} CPU µs/event (all processes)")
     print(f"{'':<46} peak RSS MiB: {rss(kafka)}")
+    parts = sorted({k for f in kafka for k in f if k.startswith("cpu:")})
+    print(f"{'':<46} CPU µs/event by process (median): " + ", ".join(f"{k[4:]} {statistics.median(f.get(k, 0.0) for f in kafka):.1f}" for k in parts))
     print(f"{'hivestream run (same file, fresh DuckDB)':<46} {rw:>7.2f} s {lines / rw:>9,.0f} events/s (median of {len(runs)}; runs "
           f"{rruns} s), {statistics.median(r['cpu_us'] for r in runs):.1f} CPU µs/event")
     print(f"{'':<46} peak RSS MiB: {rss(runs)}")
