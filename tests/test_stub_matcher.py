@@ -91,7 +91,6 @@ class RefIndex:
             stats["nonempty"] += bool(out)
         return out
 
-
     def best(self, channel: str, query: list[float], origin: str) -> float | None:
         """The highest similarity of the channel's and the global stubs to ``query`` (at least -1), whatever the threshold."""
         sims = [ref_similarity(vec, query) for (scope, _), (vec, _t, _p) in self.stubs.items() if scope in (channel, None)]

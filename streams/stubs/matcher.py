@@ -200,18 +200,11 @@ class StubIndex:
     def match(self, message: MessageEmbedded) -> list[Match]:
         """The stubs to inject for one message (rules in the module docstring); ``[]`` for subagents.
 
-        Shapes: the message embedding is ``(dim,)``; each scope costs one ``(rows, dim) @ (dim,)``
-        float32 product. Raises :class:`RejectedInput` as :meth:`match_many`.
+        The matches of :meth:`match_scored` (one ``(rows, dim) @ (dim,)`` float32 product over the
+        channel's and the global stubs; the message embedding is ``(dim,)``). Raises
+        :class:`RejectedInput` as :meth:`match_many`.
         """
-        prepared = self._prepare(message)
-        if prepared is None:
-            return []
-        scopes, u32, u64 = prepared
-        settings = self.policy.for_channel(message.channel)
-        cands: list[_Cand] = []
-        for order, key, store in scopes:
-            cands += _refine(store, store.matrix @ u32, u64, settings.threshold, order, key)
-        return self._select(cands, settings)
+        return self.match_scored(message)[0]
 
     def match_scored(self, message: MessageEmbedded) -> tuple[list[Match], float | None]:
         """:meth:`match` and the message's best similarity whatever the threshold, from one decode and one product per scope.
@@ -242,7 +235,7 @@ class StubIndex:
         if settings.top_n:
             floor = min(floor, settings.threshold - view.margin)
         rows = np.flatnonzero(sims >= floor)
-        exact = np.cumsum(view.mat64[rows] * u64, axis=1)[:, -1].tolist()  # the defined similarity (streams.stubs.vectors)
+        exact = exact_similarities(view.mat64[rows], u64)
         cands: list[_Cand] = []
         best: float | None = None
         for r, sim in zip(rows.tolist(), exact, strict=True):

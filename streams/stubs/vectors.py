@@ -50,13 +50,13 @@ def unit(vec: F32) -> tuple[F32, F64]:
     return u32, u32.astype(np.float64)
 
 
-def exact_similarities(rows: F32, u64: F64) -> list[float]:
-    """The defined similarity of each row of ``rows`` (shape ``(k, dim)``, unit float32) with ``u64``.
+def exact_similarities(rows: F32 | F64, u64: F64) -> list[float]:
+    """The defined similarity of each row of ``rows`` (shape ``(k, dim)``, unit float32 values, as float32 or widened to float64) with ``u64``.
 
     ``u64`` has shape ``(dim,)`` and holds float32 values widened to float64. Returns ``k``
     Python floats: per row, the sequential float64 sum of the exact componentwise products.
     """
-    products = rows.astype(np.float64) * u64
+    products = rows.astype(np.float64, copy=False) * u64
     return np.cumsum(products, axis=1)[:, -1].tolist()  # type: ignore[no-any-return]
 
 
