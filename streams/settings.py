@@ -32,6 +32,13 @@ class Settings(BaseSettings):
             ``HIVESTREAM_REPLICATION_FACTOR``); None: the broker's ``default.replication.factor``.
         min_insync_replicas: ``min.insync.replicas`` of every topic hivestream creates (env
             ``HIVESTREAM_MIN_INSYNC_REPLICAS``); None: the broker's default.
+        standby_replicas: standby copies of each worker table partition that other workers keep by
+            reading its changelog (env ``HIVESTREAM_STANDBY_REPLICAS``; Kafka Streams'
+            ``num.standby.replicas``, faust's ``table_standby_replicas``). Default 0, as in Kafka Streams:
+            faust's default of 1 makes every worker of a group of two read the other's changelog record
+            by record through faust's per-record path, which tripled the workers' CPU per event while
+            tailing a producer (``bench/RESULTS.md``); a partition that moves is then restored from
+            its changelog (from the local store's offset with ``rocksdb://``) before it is processed.
 
     The Kafka connection (bootstrap servers, security, credentials) is not here: it is
     :class:`streams.kafka.connection.KafkaConnection`, built by ``resolve_connection``.
@@ -48,6 +55,7 @@ class Settings(BaseSettings):
     partitions: int = Field(4, ge=1, le=1024)
     replication_factor: int | None = Field(None, ge=1, le=32_767)
     min_insync_replicas: int | None = Field(None, ge=1, le=32_767)
+    standby_replicas: int = Field(0, ge=0, le=16)
 
     @model_validator(mode="after")
     def _isr_fits(self) -> Settings:

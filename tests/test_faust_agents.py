@@ -195,3 +195,21 @@ async def test_the_stub_worker_sends_its_dead_letters_before_a_commit() -> None:
     assert after is not None
     await after()
     assert len([c for c in s.app.producer.send.call_args_list if c.args[0] == s.topics.stub_dead_letter]) == 1
+
+
+def test_standby_replicas_default_to_zero_and_follow_the_setting(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Kafka Streams' ``num.standby.replicas`` default (0), not faust's 1; the environment sets it; a bad value is refused."""
+    import pydantic
+
+    from streams.kafka.faust_app import make_faust_app
+
+    app = make_faust_app("standby-test", Settings(), connection="127.0.0.1:9", store="memory://", partitions=2, data_dir=None)
+    assert app.conf.table_standby_replicas == 0
+    monkeypatch.setenv("HIVESTREAM_STANDBY_REPLICAS", "1")
+    s = Settings()
+    assert s.standby_replicas == 1
+    app = make_faust_app("standby-test-1", s, connection="127.0.0.1:9", store="memory://", partitions=2, data_dir=None)
+    assert app.conf.table_standby_replicas == 1
+    monkeypatch.setenv("HIVESTREAM_STANDBY_REPLICAS", "-1")
+    with pytest.raises(pydantic.ValidationError, match="standby_replicas"):
+        Settings()

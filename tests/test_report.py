@@ -15,7 +15,8 @@ from typer.testing import CliRunner
 from hivestream.cli.app import app
 from hivestream.report import CHARTS
 from projections.frames.schema import DDL
-from projections.frames.sink import DuckSink, publish_snapshot
+from projections.frames.sink import DuckSink
+from projections.frames.snapshot import publish_snapshot
 from streams.frames.capture import to_capture
 from streams.frames.dedup import DedupCore
 from streams.model.events import HookEvent

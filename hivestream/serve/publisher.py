@@ -29,7 +29,7 @@ import duckdb
 
 from hivestream.serve.progress import Progress
 from hivestream.serve.read_gate import ReadGate, Unavailable
-from projections.frames.sink import copy_snapshot, write_heartbeat_of
+from projections.frames.snapshot import SNAPSHOT_GAP_PER_COPY_S, copy_snapshot, write_heartbeat_of
 from streams.model.clock import Clock, wall_clock_ms
 
 log = logging.getLogger("hivestream.serve")
@@ -121,7 +121,7 @@ class Publisher:
                 raise
             took = time.monotonic() - t0
             self._snap_at = time.monotonic()
-            self._snap_gap = max(every, 9 * took)  # copying takes at most a tenth of the time (the CPU is the loop's and the HTTP side's)
+            self._snap_gap = max(every, SNAPSHOT_GAP_PER_COPY_S * took)  # copying takes at most a tenth of the time (the CPU is the loop's and the HTTP side's)
             self.progress.snapshot_ms = self.clock()
         if every > 0 and not self._dirty and (force or now - self._beat_at >= max(1.0, every)):
             with self.gate.cursor() as (_cur, path):

@@ -4,7 +4,8 @@ The projector assigns itself every partition of its topics and seeks to the posi
 DuckDB (never Kafka's committed offsets): each batch (up to thousands of records) is one
 transaction holding the rows and the next offsets, so a kill -9 at any moment loses nothing and
 doubles nothing, and a re-delivered event (same event id) changes nothing. One projector per
-DuckDB file; it publishes a snapshot for readers every few seconds.
+DuckDB file; it publishes a snapshot for readers every few seconds (less often while copies of a
+large file are slow and records keep coming, :mod:`projections.frames.snapshot`).
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from projections.frames.decode import decode_frame_records
-from projections.frames.sink import DuckSink, publish_snapshot, write_heartbeat
+from projections.frames.sink import DuckSink
+from projections.frames.snapshot import SnapshotPacing, publish_snapshot, write_heartbeat
 from projections.reader.consumer import PartitionReader, TopicPartition
 from streams.kafka.connection import ConnectionLike
 from streams.memory_calls import MemoryToolCall
@@ -64,7 +66,8 @@ class Projector:
         conn: the Kafka connection (a bare string: PLAINTEXT bootstrap servers).
         frames_topic, dead_letter_topic: topics to project.
         batch_max: records per poll and per transaction.
-        snapshot_every_s: seconds between snapshot publications (0: never).
+        snapshot_every_s: least seconds between snapshot publications (0: never; more while a
+            copy takes long and records keep coming: :class:`~projections.frames.snapshot.SnapshotPacing`).
         clock: epoch-ms clock.
         from_time_ms: where a partition with no stored position starts: the first record
             whose Kafka timestamp is at or after this epoch-ms time (``offsetsForTimes``);
@@ -203,7 +206,8 @@ class Projector:
         """
         targets = self.consumer.end_offsets(self.tps) if until_caught_up else None
         last_record = time.monotonic()
-        last_snapshot = 0.0
+        last_beat = float("-inf")
+        pacing = SnapshotPacing(self.snapshot_every_s)
         dirty = True
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="projector-write") as writer:
             pending: Future[int] | None = None
@@ -226,12 +230,13 @@ class Projector:
                     if n or batch is not None:
                         last_record = now
                     dirty = dirty or bool(n)
-                    if self.snapshot_every_s and now - last_snapshot >= self.snapshot_every_s:
-                        if dirty:
-                            publish_snapshot(self.sink, self.clock())
-                            dirty = False
+                    if dirty and pacing.due(now, quiet=batch is None):
+                        publish_snapshot(self.sink, self.clock())
+                        pacing.published(now, time.monotonic() - now)
+                        dirty = False
+                    if self.snapshot_every_s and not dirty and now - last_beat >= self.snapshot_every_s:
                         write_heartbeat(self.sink, self.clock())
-                        last_snapshot = now
+                        last_beat = now
                     if on_progress and n:
                         on_progress(self.report, self.lag() if targets is not None else -1)
                     if targets is not None and all(self.sink.position(tp.topic, tp.partition) >= targets[tp] for tp in self.tps):

@@ -7,7 +7,6 @@ re-delivered event (same event id) changes nothing.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 from collections.abc import Iterable, Mapping, Sequence
@@ -23,7 +22,6 @@ from projections.frames.fingerprints import Fingerprints, Hashes
 from projections.frames.memory_calls import apply_memory_calls, ensure_memory_schema
 from projections.frames.rows import CAPTURE_COLUMNS, capture_columns
 from projections.frames.schema import DDL
-from projections.reading import heartbeat_path, snapshot_path
 from streams.frames.dedup import FrameEvent
 from streams.memory_calls import MemoryToolCall
 from streams.model.deadletter import DeadLetter
@@ -357,80 +355,3 @@ def _hashes(con: duckdb.DuckDBPyConnection, sql: str) -> Hashes:
     """The ``h`` column (DuckDB ``hash()``, UBIGINT) of ``sql`` as a uint64 array."""
     col = con.execute(sql).fetchnumpy()["h"]
     return np.asarray(col, dtype=np.uint64)
-
-
-def write_heartbeat(sink: DuckSink, checked_at_ms: int) -> None:
-    """Record (atomically) that the projector was alive and caught up with its snapshot at
-    ``checked_at_ms`` (epoch ms), so readers can tell an idle projector from a stuck one."""
-    write_heartbeat_of(Path(sink.path), checked_at_ms)
-
-
-def write_heartbeat_of(db: Path, checked_at_ms: int) -> None:
-    """:func:`write_heartbeat` for the file ``db`` (``<db>.snapshot.heartbeat``).
-
-    Raises:
-        OSError: when the file cannot be written.
-    """
-    target = heartbeat_path(db)
-    tmp = Path(f"{target}.tmp")
-    tmp.write_text(json.dumps({"checked_at_ms": checked_at_ms}))
-    tmp.replace(target)
-
-
-def publish_snapshot(sink: DuckSink, published_at_ms: int) -> Path:
-    """Copy the projection into ``<db>.snapshot`` atomically, for readers while the writer runs.
-
-    DuckDB lets no second process open a file a writer holds, even read-only (DESIGN.md §4), so
-    the writer publishes a consistent copy (:func:`copy_snapshot` on a cursor of the sink's
-    connection), stamps it with the time and the positions it covers (table ``snapshot_info``),
-    and renames it over the previous snapshot, so a reader never sees a half-written file.
-
-    Returns:
-        The snapshot path.
-
-    Raises:
-        duckdb.Error, OSError: when the copy or the rename fails (the previous snapshot stays).
-    """
-    cur = sink.con.cursor()
-    try:
-        return copy_snapshot(cur, Path(sink.path), published_at_ms)
-    finally:
-        cur.close()
-
-
-def copy_snapshot(con: duckdb.DuckDBPyConnection, db: Path, published_at_ms: int) -> Path:
-    """Copy the database ``con`` is connected to (the file ``db``) into ``<db>.snapshot``.
-
-    The copy (``COPY FROM DATABASE``) and the positions it covers are read in one transaction, so
-    a writer may go on committing on another cursor of the same database meanwhile (MVCC: the copy
-    is the database as of its start, with exactly those positions). ``con`` must have no open
-    transaction (a cursor of its own).
-
-    Returns:
-        The snapshot path.
-
-    Raises:
-        duckdb.Error, OSError: when the copy or the rename fails (the previous snapshot stays).
-    """
-    target = snapshot_path(db)
-    tmp = Path(f"{target}.tmp")
-    tmp.unlink(missing_ok=True)
-    row = con.execute("SELECT current_database()").fetchone()
-    main = row[0] if row else "main"
-    con.execute(f"ATTACH '{tmp.as_posix()}' AS _snap")
-    try:
-        con.execute("BEGIN TRANSACTION")
-        try:
-            con.execute(f'COPY FROM DATABASE "{main}" TO _snap')
-            positions = con.execute(f'SELECT input, src_partition, next_offset FROM "{main}".positions ORDER BY ALL').fetchall()
-            con.execute("CREATE TABLE _snap.snapshot_info (published_at_ms BIGINT, positions VARCHAR)")
-            con.execute("INSERT INTO _snap.snapshot_info VALUES (?, ?)", [published_at_ms, json.dumps(positions)])
-            con.execute("COMMIT")
-        except BaseException:
-            with contextlib.suppress(duckdb.Error):
-                con.execute("ROLLBACK")
-            raise
-    finally:
-        con.execute("DETACH _snap")
-    tmp.replace(target)
-    return target

@@ -45,7 +45,8 @@ def make_faust_app(app_id: str, settings: Settings, *, connection: ConnectionLik
     second (faust flushes its producer before each commit, so outputs and changelog writes of the
     committed records are durable), a 10 s session timeout (a killed worker's partitions move after
     10 s, not 60 s), no web server, fetches of up to :data:`FETCH_BYTES_PER_PARTITION` per partition,
-    a producer that lingers 10 ms into 1 MiB batches, the
+    a producer that lingers 10 ms into 1 MiB batches, ``settings.standby_replicas`` standby copies of
+    each table partition (default 0, see :class:`~streams.settings.Settings`), the
     #596 delivery fix (:class:`~streams.kafka.rewinding.RewindingFlowControl`) and the
     :class:`~streams.kafka.batch_delivery.BatchDeliveryConsumer`. ``data_dir`` is the base of the workers' slot
     directories (:func:`streams.kafka.workdir.claim_worker_dir`).
@@ -81,6 +82,7 @@ def make_faust_app(app_id: str, settings: Settings, *, connection: ConnectionLik
         broker_session_timeout=10.0,  # a killed worker's partitions move after 10 s, not 60 s
         broker_heartbeat_interval=3.0,
         stream_wait_empty=True,
+        table_standby_replicas=settings.standby_replicas,
         stream_buffer_maxsize=16_384,
         consumer_max_fetch_size=FETCH_BYTES_PER_PARTITION,
         **kwargs,
