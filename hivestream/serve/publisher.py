@@ -29,7 +29,7 @@ import duckdb
 
 from hivestream.serve.progress import Progress
 from hivestream.serve.read_gate import ReadGate, Unavailable
-from projections.frames.snapshot import SNAPSHOT_GAP_PER_COPY_S, copy_snapshot, write_heartbeat_of
+from projections.frames.snapshot import SnapshotPacing, copy_snapshot, write_heartbeat_of
 from streams.model.clock import Clock, wall_clock_ms
 
 log = logging.getLogger("hivestream.serve")
@@ -74,8 +74,8 @@ class Publisher:
         self.stop = threading.Event()
         self._wake = threading.Event()
         self._dirty = self._report_dirty = True
-        self._snap_at = self._report_at = self._beat_at = 0.0
-        self._snap_gap = self.opts.snapshot_every_s
+        self._report_at = self._beat_at = 0.0
+        self._pacing = SnapshotPacing(self.opts.snapshot_every_s)
         self._error = ""
 
     def changed(self) -> None:
@@ -110,7 +110,8 @@ class Publisher:
     def _due(self, force: bool) -> None:
         now = time.monotonic()
         every = self.opts.snapshot_every_s
-        if every > 0 and self._dirty and (force or now - self._snap_at >= self._snap_gap):
+        # quiet=False: readers that need fresh rows ask serve, so the copy's share stays bounded even when idle
+        if every > 0 and self._dirty and (force or self._pacing.due(now, quiet=False)):
             self._dirty = False
             t0 = time.monotonic()
             try:
@@ -119,9 +120,7 @@ class Publisher:
             except BaseException:
                 self._dirty = True
                 raise
-            took = time.monotonic() - t0
-            self._snap_at = time.monotonic()
-            self._snap_gap = max(every, SNAPSHOT_GAP_PER_COPY_S * took)  # copying takes at most a tenth of the time (the CPU is the loop's and the HTTP side's)
+            self._pacing.published(t0, time.monotonic() - t0)  # copies take at most a tenth of the time (the CPU is the loop's and the HTTP side's)
             self.progress.snapshot_ms = self.clock()
         if every > 0 and not self._dirty and (force or now - self._beat_at >= max(1.0, every)):
             with self.gate.cursor() as (_cur, path):
