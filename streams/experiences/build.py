@@ -21,7 +21,7 @@ from streams.experiences.events import FIELD_LIMITS, ExperienceExtracted, Experi
 from streams.experiences.injection import detect_injection
 from streams.experiences.settings import KbSettings
 from streams.model.deadletter import Reason, RejectedInput
-from streams.redaction.redact import RedactionMode, redact
+from streams.redaction.redact import RedactionMode, redact, strict_redaction
 
 _WS = re.compile(r"\s+")
 
@@ -39,7 +39,7 @@ def experience_key(task: str, resource: str, result: str) -> str:
 
 def safe_text(text: str, mode: RedactionMode) -> str:
     """``text`` as it may be written anywhere (dead-letter details, logs): redacted in strict mode."""
-    return redact(text, mode).text
+    return text if mode == RedactionMode.RELAXED else strict_redaction(text)[0]
 
 
 def rejection(reason: Reason, detail: str, mode: RedactionMode) -> RejectedInput:

@@ -45,6 +45,12 @@ class TextMemo(Generic[R]):
             self._chars += len(text)
         return result
 
+    @property
+    def lookup(self) -> Callable[[str], R | None]:
+        """The memo's own lookup, ``text`` → its remembered result or ``None`` (nothing computed), for
+        hot loops that call :meth:`__call__` only on a miss; valid for the memo's lifetime."""
+        return self._kept.get
+
     def __len__(self) -> int:
         """Texts held."""
         return len(self._kept)

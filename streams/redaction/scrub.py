@@ -13,11 +13,13 @@ experience fields (the tool arguments, or the line's task/resource/result) are c
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from typing import Any
 
 from streams.model.events import HookEvent
 from streams.redaction.redact import RedactionMode, strict_redaction
+from streams.redaction.rules import PiiKind
 
 COUNTS_KEY = "hivestream_redactions"
 MAX_SCRUB_CHARS = 65_536
@@ -27,6 +29,57 @@ extractor keeps only the last 24,000 characters of a transcript, so a huge strin
 rejected or trimmed later; cutting it first keeps one record from stalling a partition."""
 _PLUGIN = {"after_tool_call", "before_agent_start", "before_prompt_build", "agent_end"}
 _EXPERIENCE_FIELDS = ("task", "resource", "result")
+_KINDS = frozenset(k.value for k in PiiKind)
+
+
+_TRUNCATED = re.compile(r" \[truncated: [0-9]+ more characters\]")
+_remembered = strict_redaction.lookup
+
+
+def _cut(value: str) -> str:
+    """``value`` cut to :data:`MAX_SCRUB_CHARS` characters and a marker; a string already cut so
+    (the marker right after the first ``MAX_SCRUB_CHARS`` characters) is kept, which keeps a
+    second scrub (the worker's, after produce's) a no-op."""
+    if _TRUNCATED.fullmatch(value, MAX_SCRUB_CHARS) is not None:
+        return value
+    return value[:MAX_SCRUB_CHARS] + f" [truncated: {len(value) - MAX_SCRUB_CHARS} more characters]"
+
+
+def _text(value: str, counts: Counter[str] | None) -> str:
+    """One string of a payload, redacted (strict); its replacements added to ``counts`` when given."""
+    hit = _remembered(value)
+    if hit is None:
+        hit = strict_redaction(_cut(value) if len(value) > MAX_SCRUB_CHARS else value)
+    if hit[1] and counts is not None:
+        for kind, n in hit[1]:
+            counts[kind] += n
+    return hit[0]
+
+
+def _scrub_strict(value: Any, counts: Counter[str] | None) -> Any:
+    """The strict walk: strings redacted, dicts (keys kept) and lists walked, anything else kept.
+    JSON decoders give exact ``str`` / ``dict`` / ``list``; subclasses take the slower branch."""
+    cls = type(value)
+    if cls is dict:
+        out = {}
+        for k, v in value.items():
+            c = type(v)
+            out[k] = _text(v, counts) if c is str else (v if c in _SCALARS else _scrub_strict(v, counts))
+        return out
+    if cls is list:
+        return [_text(v, counts) if type(v) is str else _scrub_strict(v, counts) for v in value]
+    if cls is str:
+        return _text(value, counts)
+    if isinstance(value, str):
+        return _text(str(value), counts)
+    if isinstance(value, dict):
+        return _scrub_strict(dict(value), counts)
+    if isinstance(value, list | tuple):
+        return _scrub_strict(list(value), counts)
+    return value
+
+
+_SCALARS = frozenset({int, float, bool, type(None)})
 
 
 def _scrub(value: Any, mode: RedactionMode, counts: Counter[str] | None) -> Any:
@@ -35,33 +88,23 @@ def _scrub(value: Any, mode: RedactionMode, counts: Counter[str] | None) -> Any:
     return _scrub_strict(value, counts)
 
 
-def _scrub_strict(value: Any, counts: Counter[str] | None) -> Any:
-    if isinstance(value, str):
-        if len(value) > MAX_SCRUB_CHARS:
-            value = value[:MAX_SCRUB_CHARS] + f" [truncated: {len(value) - MAX_SCRUB_CHARS} more characters]"
-        text, found = strict_redaction(value)
-        if found and counts is not None:
-            counts.update(dict(found))
-        return text
-    if isinstance(value, dict):
-        return {k: (v if k == COUNTS_KEY else _scrub_strict(v, counts)) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_scrub_strict(v, counts) for v in value]
-    return value
-
-
 def scrub_value(value: Any, mode: RedactionMode) -> Any:
     """A JSON value with every string redacted (keys kept)."""
     return _scrub(value, mode, None)
 
 
 def _scrub_args(args: Any, mode: RedactionMode, counts: Counter[str]) -> Any:
+    """Tool arguments redacted, their replacements counted. A JSON string (Codex) is parsed, its
+    strings redacted and counted, and the JSON text written again is redacted once more as one
+    string (uncounted), which catches what only its JSON context reveals (``"password": "…"``)."""
     if isinstance(args, str):  # Codex passes tool arguments as a JSON string
         try:
             parsed = json.loads(args)
         except (ValueError, RecursionError):
             return _scrub(args, mode, counts)
-        return json.dumps(_scrub(parsed, mode, counts), ensure_ascii=False) if isinstance(parsed, dict | list) else _scrub(args, mode, counts)
+        if isinstance(parsed, dict | list):
+            return _scrub(json.dumps(_scrub(parsed, mode, counts), ensure_ascii=False), mode, None)
+        return _scrub(args, mode, counts)
     return _scrub(args, mode, counts)
 
 
@@ -75,27 +118,36 @@ def is_kb_relevant(ev: HookEvent) -> bool:
 
 
 def scrub_kb_event(ev: HookEvent, mode: RedactionMode) -> HookEvent:
-    """``ev`` with its payload redacted (strict mode) and the experience fields' replacements counted; other events unchanged."""
+    """``ev`` with its payload redacted (strict mode) and the experience fields' replacements counted; other events unchanged.
+
+    One walk over the payload: the experience fields (a KnowHub line's task/resource/result, a kb
+    tool call's arguments) count their replacements, every other string is redacted uncounted. The
+    counts a payload already carries (:func:`prior_counts`; a malformed entry is dropped) are added
+    to, so a second scrub (the worker's, after produce's) changes nothing. Raises nothing.
+    """
     if mode is RedactionMode.RELAXED or ev.raw is None or not is_kb_relevant(ev):
         return ev
-    raw = dict(ev.raw)
-    counts: Counter[str] = Counter(raw.get(COUNTS_KEY) or {})
+    raw = ev.raw
+    counts: Counter[str] = Counter(prior_counts(raw))
+    counted: dict[str, Any] = {}  # top-level key -> its scrubbed value, counted
     if ev.source == "knowhub":
-        for f in _EXPERIENCE_FIELDS:
-            if f in raw:
-                raw[f] = _scrub(raw[f], mode, counts)
+        counted = {f: _scrub(raw[f], mode, counts) for f in _EXPERIENCE_FIELDS if f in raw}
     elif ev.native_event == "after_tool_call" and isinstance(raw.get("event"), dict) and "params" in raw["event"]:
-        raw["event"] = {**raw["event"], "params": _scrub_args(raw["event"]["params"], mode, counts)}
+        event = raw["event"]
+        counted["event"] = {k: (_scrub_args(v, mode, counts) if k == "params" else _scrub(v, mode, None)) for k, v in event.items()}
     elif ev.native_event == "PostToolUse" and "tool_input" in raw:
-        raw["tool_input"] = _scrub_args(raw["tool_input"], mode, counts)
-    raw = _scrub(raw, mode, None)
-    raw[COUNTS_KEY] = dict(sorted((k, v) for k, v in counts.items() if v))
-    return ev.model_copy(update={"raw": raw})
+        counted["tool_input"] = _scrub_args(raw["tool_input"], mode, counts)
+    out = {k: (counted[k] if k in counted else _scrub(v, mode, None)) for k, v in raw.items() if k != COUNTS_KEY}
+    out[COUNTS_KEY] = dict(sorted((k, v) for k, v in counts.items() if v))
+    return ev.model_copy(update={"raw": out})
 
 
 def prior_counts(raw: dict[str, Any] | None, key: str = COUNTS_KEY) -> dict[str, int]:
-    """The replacement counts a payload carries under ``key`` (default: the scrub's own; empty when none or malformed)."""
+    """The replacement counts a payload carries under ``key`` (default: the scrub's own): the entries
+    whose kind is a :class:`~streams.redaction.rules.PiiKind` value and whose count is a positive
+    ``int``; empty when none or malformed. Keys are not redacted, so an unknown kind (which could be
+    any text, a secret too) is dropped rather than stored. Raises nothing."""
     c = (raw or {}).get(key)
     if not isinstance(c, dict):
         return {}
-    return {k: v for k, v in c.items() if isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) and v > 0}
+    return {k: v for k, v in c.items() if k in _KINDS and isinstance(v, int) and not isinstance(v, bool) and v > 0}

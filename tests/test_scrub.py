@@ -1,0 +1,113 @@
+"""The KnowHub scrub (streams.redaction.scrub): one walk, idempotent, counted where it should be,
+and nothing of a payload kept unredacted by its shape."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from streams.kafka.topics import partition_for
+from streams.model.events import HookEvent
+from streams.redaction.redact import RedactionMode, redact
+from streams.redaction.scrub import COUNTS_KEY, MAX_SCRUB_CHARS, scrub_kb_event, scrub_value
+from tests.test_redact import CASES
+
+STRICT = RedactionMode.STRICT
+SECRET = CASES[0].text  # a redaction case with at least one secret in it
+
+
+def event(source: str, native: str, raw: dict[str, Any]) -> HookEvent:
+    return HookEvent(schema_version=1, event_id="e1", source=source, event_type="x", native_event=native, session="s1",
+                     event_time_ms=1_790_000_000_000, raw=raw)
+
+
+def kb_line(**fields: Any) -> HookEvent:
+    return event("knowhub", "experience-submitted", {"type": "experience-submitted", "event_id": "e1", **fields})
+
+
+def test_the_secret_case_has_a_secret() -> None:
+    assert redact(SECRET).total > 0 and redact(SECRET).text != SECRET
+
+
+def test_scrub_twice_equals_scrub_once_for_every_redaction_case() -> None:
+    for case in CASES:
+        ev = kb_line(task=case.text, resource=[case.text, {"k": case.text}], result="r", note=case.text)
+        once = scrub_kb_event(ev, STRICT)
+        assert scrub_kb_event(once, STRICT) == once, case.text
+
+
+def test_experience_fields_are_counted_and_other_fields_are_redacted_uncounted() -> None:
+    ev = kb_line(task=SECRET, resource="plain", result="plain", note=SECRET)
+    raw = scrub_kb_event(ev, STRICT).raw or {}
+    expected = redact(SECRET)
+    assert raw["task"] == expected.text and raw["note"] == expected.text
+    assert raw[COUNTS_KEY] == dict(sorted(expected.counts.items()))  # the note's replacements are not counted
+
+
+def test_a_long_string_is_cut_once_and_its_marker_survives_a_second_scrub() -> None:
+    long = "a" * (MAX_SCRUB_CHARS + 1000)
+    once = scrub_kb_event(kb_line(task="t", resource="r", result=long), STRICT)
+    text = (once.raw or {})["result"]
+    assert text == "a" * MAX_SCRUB_CHARS + " [truncated: 1000 more characters]"
+    assert scrub_kb_event(once, STRICT) == once
+    # a string that only looks cut at another length is cut again
+    odd = "b" * (MAX_SCRUB_CHARS + 5) + " [truncated: 9 more characters]"
+    assert scrub_value(odd, STRICT).startswith("b" * MAX_SCRUB_CHARS + " [truncated: ")
+    assert scrub_value(odd, STRICT) != odd
+
+
+def test_a_nested_counts_key_is_redacted_like_any_other_field() -> None:
+    ev = event("claude-code", "PostToolUse", {"tool_name": "mcp__kb__kb_search", "tool_input": {"query": "q", COUNTS_KEY: SECRET},
+                                              "tool_response": {COUNTS_KEY: [SECRET]}})
+    out = json.dumps(scrub_kb_event(ev, STRICT).raw)
+    assert redact(SECRET).text in out and json.dumps(SECRET)[1:-1] not in out
+
+
+@pytest.mark.parametrize("forged", [SECRET, [SECRET], {SECRET: 1, "email": "x"}, {"email": True}, 7])
+def test_malformed_carried_counts_are_dropped_not_copied(forged: Any) -> None:
+    ev = kb_line(task="t", resource="r", result="r")
+    ev = ev.model_copy(update={"raw": {**(ev.raw or {}), COUNTS_KEY: forged}})
+    raw = scrub_kb_event(ev, STRICT).raw or {}
+    counts = raw[COUNTS_KEY]
+    assert all(isinstance(v, int) and v > 0 for v in counts.values())
+    assert SECRET not in json.dumps(raw) and SECRET not in counts
+
+
+def test_carried_counts_add_to_the_new_ones() -> None:
+    ev = kb_line(task=SECRET, resource="r", result="r")
+    ev = ev.model_copy(update={"raw": {**(ev.raw or {}), COUNTS_KEY: {"email": 2, "zz_unknown": 3}}})
+    counts = (scrub_kb_event(ev, STRICT).raw or {})[COUNTS_KEY]
+    expected = dict(redact(SECRET).counts)
+    expected["email"] = expected.get("email", 0) + 2
+    assert counts == dict(sorted(expected.items()))  # the unknown kind is dropped
+
+
+def test_codex_json_string_arguments_are_redacted_inside_and_as_text() -> None:
+    args = json.dumps({"query": SECRET, "n": 3})
+    ev = event("codex", "PostToolUse", {"tool_name": "kb_search", "tool_input": args})
+    out = (scrub_kb_event(ev, STRICT).raw or {})["tool_input"]
+    assert json.loads(out) == {"query": redact(SECRET).text, "n": 3}
+
+
+def test_subclasses_and_tuples_are_walked_too() -> None:
+    class S(str):
+        pass
+
+    assert scrub_value({"a": (S(SECRET), 1)}, STRICT) == {"a": [redact(SECRET).text, 1]}
+    assert scrub_value([None, True, 1.5, SECRET], STRICT) == [None, True, 1.5, redact(SECRET).text]
+
+
+def test_relaxed_keeps_the_payload() -> None:
+    ev = kb_line(task=SECRET, resource="r", result="r")
+    assert scrub_kb_event(ev, RedactionMode.RELAXED) is ev
+
+
+@pytest.mark.parametrize("partitions", [1, 4, 7])
+def test_partition_for_is_kafkas_default_partitioner_for_short_and_long_keys(partitions: int) -> None:
+    from kafka.partitioner.default import murmur2
+
+    for key in [b"", b"s1", b"openclaw-gateway:c1", b"k" * 256, b"k" * 257, b"x" * 5000]:
+        for _ in range(2):  # the second call is the remembered one
+            assert partition_for(key, partitions) == (murmur2(key) & 0x7FFFFFFF) % partitions
