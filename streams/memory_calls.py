@@ -49,6 +49,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
 
+import orjson
+
 from streams.model.events import HookEvent
 from streams.redaction.redact import RedactionMode, redact
 from streams.redaction.scrub import scrub_value
@@ -192,8 +194,16 @@ class MemoryToolCall:
     arguments: str | None
 
     def to_json(self) -> bytes:
-        """The row as a JSON object (UTF-8), e.g. a Kafka record value carrying it to the projector."""
-        return json.dumps({"schema_version": 1, **{k: getattr(self, k) for k in _FIELDS}}, ensure_ascii=False).encode()
+        """The row as a JSON object (UTF-8), e.g. a Kafka record value carrying it to the projector.
+
+        Written by orjson (compact; ~5× the standard library's speed); a value orjson refuses (an
+        ``int`` past 64 bits, a lone surrogate) goes through ``json.dumps``, which raises
+        ``UnicodeEncodeError`` for the surrogate as before."""
+        d = {"schema_version": 1, **{k: getattr(self, k) for k in _FIELDS}}
+        try:
+            return orjson.dumps(d)
+        except TypeError:  # orjson.JSONEncodeError is a TypeError
+            return json.dumps(d, ensure_ascii=False).encode()
 
     @classmethod
     def from_json(cls, raw: bytes) -> MemoryToolCall:

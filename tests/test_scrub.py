@@ -111,3 +111,16 @@ def test_partition_for_is_kafkas_default_partitioner_for_short_and_long_keys(par
     for key in [b"", b"s1", b"openclaw-gateway:c1", b"k" * 256, b"k" * 257, b"x" * 5000]:
         for _ in range(2):  # the second call is the remembered one
             assert partition_for(key, partitions) == (murmur2(key) & 0x7FFFFFFF) % partitions
+
+
+@pytest.mark.parametrize("hook", ["before_agent_start", "before_prompt_build", "agent_end"])
+def test_a_plugin_hook_record_scrubs_only_the_ctx_and_equals_the_fully_scrubbed_one(hook: str) -> None:
+    from streams.experiences.from_hooks import KbDeriver
+    from streams.experiences.settings import KbSettings
+
+    ev = event("openclaw", hook, {"hook": hook, "ctx": {"agentId": SECRET, "sessionKey": "k " + SECRET}, "event": {"prompt": SECRET, "messages": []}})
+    deriver = KbDeriver(KbSettings())
+    (rec,) = deriver.derive(ev)
+    assert rec.model_dump() == deriver.derive(scrub_kb_event(ev, STRICT))[0].model_dump()  # what scrubbing the payload first gives
+    assert rec.agent_id == redact(SECRET).text and SECRET not in rec.model_dump_json()  # type: ignore[union-attr]
+    assert rec.session_key == redact("k " + SECRET).text  # type: ignore[union-attr]

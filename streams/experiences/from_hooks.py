@@ -44,7 +44,7 @@ from streams.experiences.settings import KbSettings
 from streams.model.deadletter import Reason, RejectedInput
 from streams.model.events import HookEvent, stable_id
 from streams.redaction.redact import redact
-from streams.redaction.scrub import COUNTS_KEY, prior_counts, scrub_kb_event
+from streams.redaction.scrub import COUNTS_KEY, prior_counts, scrub_kb_event, scrub_value
 
 _SPLIT = re.compile(r"__|[./:]")
 
@@ -159,6 +159,10 @@ def hit_count(result: Any) -> int | None:
     return None
 
 
+_HOOK_ONLY = frozenset({"before_agent_start", "before_prompt_build", "agent_end"})
+"""OpenClaw plugin hooks whose KnowHub record is the hook alone (``agent_end`` too when extraction is off)."""
+
+
 class KbDeriver:
     """Derives KnowHub events from hook events.
 
@@ -177,11 +181,17 @@ class KbDeriver:
                 redacted in strict mode).
         """
         mode = self.settings.privacy_mode
-        ev = scrub_kb_event(ev, mode)  # a no-op when `hivestream produce` scrubbed it already
-        if ev.source == "knowhub":
-            return [self._with_counts(self._kb_line(ev), ev)]
+        hook_only = ev.source == "openclaw" and ev.native_event in _HOOK_ONLY and not (ev.native_event == "agent_end" and self.settings.extraction_enabled)
+        if hook_only:  # the record reads the ctx alone: scrubbing it gives what scrubbing the whole payload gives there
+            found = (ev.raw or {}).get("ctx")
+            ctx = scrub_value(found, mode) if isinstance(found, dict) else {}
+        else:
+            ev = scrub_kb_event(ev, mode)  # a no-op when `hivestream produce` scrubbed it already
+            if ev.source == "knowhub":
+                return [self._with_counts(self._kb_line(ev), ev)]
+            found = (ev.raw or {}).get("ctx")
+            ctx = found if isinstance(found, dict) else {}
         raw = ev.raw or {}
-        ctx = raw.get("ctx") if isinstance(raw.get("ctx"), dict) else {}
         agent = safe_text(str((ctx or {}).get("agentId") or ""), mode)
         session_key = safe_text(str((ctx or {}).get("sessionKey") or ev.session), mode)
         if ev.native_event in ("before_agent_start", "before_prompt_build", "agent_end") and ev.source == "openclaw":
