@@ -124,3 +124,12 @@ def test_a_plugin_hook_record_scrubs_only_the_ctx_and_equals_the_fully_scrubbed_
     assert rec.model_dump() == deriver.derive(scrub_kb_event(ev, STRICT))[0].model_dump()  # what scrubbing the payload first gives
     assert rec.agent_id == redact(SECRET).text and SECRET not in rec.model_dump_json()  # type: ignore[union-attr]
     assert rec.session_key == redact("k " + SECRET).text  # type: ignore[union-attr]
+
+
+def test_a_secret_under_the_counts_key_stays_out_of_a_memory_call_record() -> None:
+    from streams.memory_calls import memory_call
+
+    ev = event("claude-code", "PostToolUse", {"tool_name": "mcp__kb__kb_search", "tool_input": {"query": "q", COUNTS_KEY: SECRET}, "tool_response": {}})
+    call = memory_call(ev)
+    assert call is not None and call.arguments is not None
+    assert redact(SECRET).text in json.loads(call.arguments)[COUNTS_KEY] and SECRET not in call.to_json().decode()
