@@ -9,9 +9,10 @@ from typing import Any
 import pytest
 
 from streams.kafka.topics import partition_for
+from streams.model.deadletter import RejectedInput
 from streams.model.events import HookEvent
 from streams.redaction.redact import RedactionMode, redact
-from streams.redaction.scrub import COUNTS_KEY, MAX_SCRUB_CHARS, scrub_kb_event, scrub_value
+from streams.redaction.scrub import COUNTS_KEY, MAX_SCRUB_CHARS, TOO_DEEP, prior_counts, scrub_kb_event, scrub_value
 from tests.test_redact import CASES
 
 STRICT = RedactionMode.STRICT
@@ -133,3 +134,51 @@ def test_a_secret_under_the_counts_key_stays_out_of_a_memory_call_record() -> No
     call = memory_call(ev)
     assert call is not None and call.arguments is not None
     assert redact(SECRET).text in json.loads(call.arguments)[COUNTS_KEY] and SECRET not in call.to_json().decode()
+
+
+def test_long_strings_with_secrets_and_strings_that_grow_are_cut_once() -> None:
+    """A secret inside the first 65,536 characters changes the body's length; a string under the
+    bound can grow past it when redacted: a second scrub changes neither."""
+    texts = [c.text + " " + "a" * (MAX_SCRUB_CHARS + 100) for c in CASES] + [("a@b.io " * 9362)[: MAX_SCRUB_CHARS - 2]]
+    for text in texts:
+        once = scrub_value(text, STRICT)
+        assert len(once) <= MAX_SCRUB_CHARS + 42 and scrub_value(once, STRICT) == once
+        assert once.endswith(" more characters]")
+    for c in CASES:  # nothing of a secret before the cut survives, and the counts are the body's
+        ev = kb_line(task=c.text + " " + "a" * (MAX_SCRUB_CHARS + 5), resource="r", result="r")
+        raw = scrub_kb_event(ev, STRICT).raw or {}
+        assert not any(x in raw["task"] for x in c.secrets), c.id
+        assert scrub_kb_event(scrub_kb_event(ev, STRICT), STRICT).raw == raw
+
+
+def test_a_fake_marker_neither_lifts_the_bound_nor_keeps_a_card_number() -> None:
+    huge = "h" * MAX_SCRUB_CHARS + " [truncated: " + "1" * 2_000_000 + " more characters]"
+    assert len(scrub_value(huge, STRICT)) <= MAX_SCRUB_CHARS + 42
+    card = "x [truncated: 4111111111111111 more characters]"
+    assert "4111111111111111" not in scrub_value(card, STRICT)
+    short = "see above [truncated: 12 more characters]"  # a marker-like ending of a short text is kept
+    assert scrub_value(short, STRICT) == short == scrub_value(scrub_value(short, STRICT), STRICT)
+
+
+def test_a_str_enum_is_redacted_by_its_characters() -> None:
+    from enum import Enum
+
+    class Address(str, Enum):  # noqa: UP042 - str() of this kind of enum is its name, not its value
+        A = "bob@example.com"
+
+    assert scrub_value({"to": Address.A}, STRICT) == {"to": redact("bob@example.com").text}
+
+
+def test_a_payload_nested_too_deeply_is_rejected_not_a_crash() -> None:
+    deep: Any = SECRET
+    for _ in range(5000):
+        deep = [deep]
+    with pytest.raises(RejectedInput) as err:
+        scrub_kb_event(kb_line(task="t", resource="r", result="r", note=deep), STRICT)
+    assert err.value.reason.value == "wrong_shape"
+    assert scrub_value(deep, STRICT) == TOO_DEEP
+
+
+def test_odd_shapes_of_keys_and_payloads_do_not_raise() -> None:
+    assert partition_for(bytearray(b"k"), 3) == partition_for(b"k", 3)
+    assert prior_counts(["x"]) == {} and prior_counts(None) == {}  # type: ignore[arg-type]

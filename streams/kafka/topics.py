@@ -149,7 +149,7 @@ def partition_for(key: bytes, partitions: int) -> int:
     """
     if partitions < 1:
         raise ValueError("partitions must be >= 1")
-    return (_positive_murmur2(key) if len(key) <= 256 else int(murmur2(key) & 0x7FFFFFFF)) % partitions
+    return (_positive_murmur2(key) if type(key) is bytes and len(key) <= 256 else int(murmur2(key) & 0x7FFFFFFF)) % partitions
 
 
 @lru_cache(maxsize=65_536)

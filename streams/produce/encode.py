@@ -52,7 +52,10 @@ def encode_item(item: HookEvent | RejectedInput, privacy_mode: RedactionMode) ->
     """
     if isinstance(item, RejectedInput):
         return ItemRejected(item)
-    ev = scrub_kb_event(item, privacy_mode)
+    try:
+        ev = scrub_kb_event(item, privacy_mode)
+    except RejectedInput as e:  # nested too deeply to redact
+        return ItemRejected(e, item.event_id)
     value = event_value(ev)
     if len(value) > MAX_EVENT_BYTES:
         err = RejectedInput(Reason.BODY_TOO_LARGE, f"event is {len(value)} bytes, over the {MAX_EVENT_BYTES}-byte record limit")

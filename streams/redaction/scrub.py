@@ -17,6 +17,7 @@ import re
 from collections import Counter
 from typing import Any
 
+from streams.model.deadletter import Reason, RejectedInput
 from streams.model.events import HookEvent
 from streams.redaction.redact import RedactionMode, strict_redaction
 from streams.redaction.rules import PiiKind
@@ -32,24 +33,49 @@ _EXPERIENCE_FIELDS = ("task", "resource", "result")
 _KINDS = frozenset(k.value for k in PiiKind)
 
 
-_TRUNCATED = re.compile(r" \[truncated: [0-9]+ more characters\]")
+_MARKER = re.compile(r" \[truncated: ([0-9]{1,12}) more characters\]\Z")
+"""The marker a cut string ends with (at most 12 digits: never a card number); 42 characters at most."""
+_MARKER_END = " more characters]"
 _remembered = strict_redaction.lookup
 
 
-def _cut(value: str) -> str:
-    """``value`` cut to :data:`MAX_SCRUB_CHARS` characters and a marker; a string already cut so
-    (the marker right after the first ``MAX_SCRUB_CHARS`` characters) is kept, which keeps a
-    second scrub (the worker's, after produce's) a no-op."""
-    if _TRUNCATED.fullmatch(value, MAX_SCRUB_CHARS) is not None:
-        return value
-    return value[:MAX_SCRUB_CHARS] + f" [truncated: {len(value) - MAX_SCRUB_CHARS} more characters]"
+def _bounded(text: str, dropped: int) -> str:
+    """A redacted ``text`` of at most :data:`MAX_SCRUB_CHARS` characters: what is past them is cut, and
+    a marker counts the characters cut here and before (``dropped``)."""
+    if len(text) > MAX_SCRUB_CHARS:
+        dropped += len(text) - MAX_SCRUB_CHARS
+        text = text[:MAX_SCRUB_CHARS]
+    return text + f" [truncated: {dropped} more characters]" if dropped else text
+
+
+def _long_text(value: str, counts: Counter[str] | None) -> str:
+    """A string longer than :data:`MAX_SCRUB_CHARS` or ending in a cut marker: its body (at most
+    ``MAX_SCRUB_CHARS`` characters of it) redacted, the rest cut and counted in the marker. A
+    string scrubbed so already (a redacted body and a marker) comes out unchanged, so a second
+    scrub (the worker's, after produce's) is a no-op; the marker's digits are never redacted."""
+    m = _MARKER.search(value, max(len(value) - 48, 0)) if value.endswith(_MARKER_END) else None
+    if m is not None and m.start() <= MAX_SCRUB_CHARS:
+        body, dropped = value[: m.start()], int(m.group(1))
+    else:
+        body, dropped = value[:MAX_SCRUB_CHARS], max(len(value) - MAX_SCRUB_CHARS, 0)
+    out, found = strict_redaction(body)
+    if found and counts is not None:
+        for kind, n in found:
+            counts[kind] += n
+    return _bounded(out, dropped)
 
 
 def _text(value: str, counts: Counter[str] | None) -> str:
-    """One string of a payload, redacted (strict); its replacements added to ``counts`` when given."""
+    """One string of a payload, redacted (strict); its replacements added to ``counts`` when given.
+    Long or marked strings take :func:`_long_text` before the memo is asked (the memo holds short
+    texts whole, which would skip the marker rule)."""
+    if len(value) > MAX_SCRUB_CHARS or value.endswith(_MARKER_END):
+        return _long_text(value, counts)
     hit = _remembered(value)
     if hit is None:
-        hit = strict_redaction(_cut(value) if len(value) > MAX_SCRUB_CHARS else value)
+        hit = strict_redaction(value)
+    if len(hit[0]) > MAX_SCRUB_CHARS:  # grew past the bound while redacted: cut as a long one
+        return _long_text(value, counts)
     if hit[1] and counts is not None:
         for kind, n in hit[1]:
             counts[kind] += n
@@ -71,7 +97,7 @@ def _scrub_strict(value: Any, counts: Counter[str] | None) -> Any:
     if cls is str:
         return _text(value, counts)
     if isinstance(value, str):
-        return _text(str(value), counts)
+        return _text(str.__str__(value), counts)  # its characters (str() of a str enum is its name)
     if isinstance(value, dict):
         return _scrub_strict(dict(value), counts)
     if isinstance(value, list | tuple):
@@ -88,9 +114,17 @@ def _scrub(value: Any, mode: RedactionMode, counts: Counter[str] | None) -> Any:
     return _scrub_strict(value, counts)
 
 
+TOO_DEEP = "[unscrubbed: nested too deeply]"
+"""What :func:`scrub_value` returns for a value nested past the interpreter's recursion limit."""
+
+
 def scrub_value(value: Any, mode: RedactionMode) -> Any:
-    """A JSON value with every string redacted (keys kept)."""
-    return _scrub(value, mode, None)
+    """A JSON value with every string redacted (keys kept); :data:`TOO_DEEP` in place of a value
+    nested past the recursion limit (~500 levels; nothing of it is kept). Raises nothing."""
+    try:
+        return _scrub(value, mode, None)
+    except RecursionError:
+        return TOO_DEEP
 
 
 def _scrub_args(args: Any, mode: RedactionMode, counts: Counter[str]) -> Any:
@@ -123,11 +157,21 @@ def scrub_kb_event(ev: HookEvent, mode: RedactionMode) -> HookEvent:
     One walk over the payload: the experience fields (a KnowHub line's task/resource/result, a kb
     tool call's arguments) count their replacements, every other string is redacted uncounted. The
     counts a payload already carries (:func:`prior_counts`; a malformed entry is dropped) are added
-    to, so a second scrub (the worker's, after produce's) changes nothing. Raises nothing.
+    to, so a second scrub (the worker's, after produce's) changes nothing.
+
+    Raises:
+        RejectedInput: ``wrong_shape`` for a payload nested past the recursion limit (~500 levels),
+            which is dead-lettered as any other rejected input.
     """
     if mode is RedactionMode.RELAXED or ev.raw is None or not is_kb_relevant(ev):
         return ev
-    raw = ev.raw
+    try:
+        return _scrub_event(ev, ev.raw, mode)
+    except RecursionError:
+        raise RejectedInput(Reason.WRONG_SHAPE, "KnowHub payload is nested too deeply to redact") from None
+
+
+def _scrub_event(ev: HookEvent, raw: dict[str, Any], mode: RedactionMode) -> HookEvent:
     counts: Counter[str] = Counter(prior_counts(raw))
     counted: dict[str, Any] = {}  # top-level key -> its scrubbed value, counted
     if ev.source == "knowhub":
@@ -147,7 +191,7 @@ def prior_counts(raw: dict[str, Any] | None, key: str = COUNTS_KEY) -> dict[str,
     whose kind is a :class:`~streams.redaction.rules.PiiKind` value and whose count is a positive
     ``int``; empty when none or malformed. Keys are not redacted, so an unknown kind (which could be
     any text, a secret too) is dropped rather than stored. Raises nothing."""
-    c = (raw or {}).get(key)
+    c = raw.get(key) if isinstance(raw, dict) else None
     if not isinstance(c, dict):
         return {}
     return {k: v for k, v in c.items() if k in _KINDS and isinstance(v, int) and not isinstance(v, bool) and v > 0}
