@@ -182,3 +182,14 @@ def test_a_payload_nested_too_deeply_is_rejected_not_a_crash() -> None:
 def test_odd_shapes_of_keys_and_payloads_do_not_raise() -> None:
     assert partition_for(bytearray(b"k"), 3) == partition_for(b"k", 3)
     assert prior_counts(["x"]) == {} and prior_counts(None) == {}  # type: ignore[arg-type]
+
+
+def test_a_token_across_the_cut_leaves_nothing_of_itself() -> None:
+    tokens = {x for c in CASES for x in c.secrets if len(x) >= 12 and not any(ch.isspace() for ch in x)}
+    assert len(tokens) >= 20
+    for tok in tokens:
+        half = len(tok) // 2
+        text = "a" * (MAX_SCRUB_CHARS - half - 1) + " " + tok + " and more text after it"
+        out = scrub_value(text, STRICT)
+        assert tok[:half] not in out and scrub_value(out, STRICT) == out, tok
+        assert out.endswith(f" [truncated: {len(text) - (MAX_SCRUB_CHARS - half - 1)} more characters]")

@@ -48,6 +48,16 @@ def _bounded(text: str, dropped: int) -> str:
     return text + f" [truncated: {dropped} more characters]" if dropped else text
 
 
+def _cut_at(value: str) -> int:
+    """Where to cut ``value`` (characters kept): :data:`MAX_SCRUB_CHARS`, or the last whitespace in
+    the 1,024 characters before it when the cut would split a word, so that no token (a key cut in
+    half would no longer be recognised) leaves its first part behind."""
+    if len(value) <= MAX_SCRUB_CHARS or value[MAX_SCRUB_CHARS].isspace():
+        return min(len(value), MAX_SCRUB_CHARS)
+    ws = max(value.rfind(c, MAX_SCRUB_CHARS - 1024, MAX_SCRUB_CHARS) for c in " \n\t\r")
+    return ws if ws > 0 else MAX_SCRUB_CHARS
+
+
 def _long_text(value: str, counts: Counter[str] | None) -> str:
     """A string longer than :data:`MAX_SCRUB_CHARS` or ending in a cut marker: its body (at most
     ``MAX_SCRUB_CHARS`` characters of it) redacted, the rest cut and counted in the marker. A
@@ -57,7 +67,8 @@ def _long_text(value: str, counts: Counter[str] | None) -> str:
     if m is not None and m.start() <= MAX_SCRUB_CHARS:
         body, dropped = value[: m.start()], int(m.group(1))
     else:
-        body, dropped = value[:MAX_SCRUB_CHARS], max(len(value) - MAX_SCRUB_CHARS, 0)
+        cut = _cut_at(value)
+        body, dropped = value[:cut], len(value) - cut
     out, found = strict_redaction(body)
     if found and counts is not None:
         for kind, n in found:
