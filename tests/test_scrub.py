@@ -193,3 +193,14 @@ def test_a_token_across_the_cut_leaves_nothing_of_itself() -> None:
         out = scrub_value(text, STRICT)
         assert tok[:half] not in out and scrub_value(out, STRICT) == out, tok
         assert out.endswith(f" [truncated: {len(text) - (MAX_SCRUB_CHARS - half - 1)} more characters]")
+
+
+@pytest.mark.parametrize("raw", [{"event": "x", "ctx": []}, {"event": ["x"], "ctx": "y"}, {"event": None}])
+def test_odd_event_and_ctx_shapes_give_no_record_not_a_crash(raw: dict[str, Any]) -> None:
+    from streams.experiences.from_hooks import KbDeriver
+    from streams.experiences.settings import KbSettings
+
+    deriver = KbDeriver(KbSettings(extraction_enabled=True))
+    assert deriver.derive(event("openclaw", "after_tool_call", raw)) == []
+    (hook,) = deriver.derive(event("openclaw", "agent_end", raw))  # the hook's record, no extraction request
+    assert hook.hook == "agent_end"  # type: ignore[union-attr]

@@ -110,7 +110,8 @@ def tool_call(ev: HookEvent) -> tuple[str, Any, Any, str] | None:
     """(kb tool, arguments, result, agent id) of a successful kb tool call, else None."""
     raw = ev.raw or {}
     if ev.native_event == "after_tool_call":
-        event, ctx = raw.get("event") or {}, raw.get("ctx") or {}
+        event = raw["event"] if isinstance(raw.get("event"), dict) else {}
+        ctx = raw["ctx"] if isinstance(raw.get("ctx"), dict) else {}
         tool = kb_tool(event.get("toolName") or ctx.get("toolName"))
         if tool is None or event.get("error"):
             return None
@@ -199,7 +200,7 @@ class KbDeriver:
                                                agent_id=agent, hook=ev.native_event)]  # type: ignore[arg-type]
             if ev.native_event != "agent_end":
                 return out
-            messages = (raw.get("event") or {}).get("messages")
+            messages = raw["event"].get("messages") if isinstance(raw.get("event"), dict) else None
             if not self.settings.extraction_enabled or not isinstance(messages, list) or not messages:
                 return out
             chat = build_messages([m for m in messages if isinstance(m, dict)], redactor=lambda s: redact(s, mode).text)
