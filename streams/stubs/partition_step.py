@@ -65,6 +65,26 @@ def _at_key(p: int, offset: int) -> str:
     return json.dumps([p, "at", offset])
 
 
+_KIND_RANK = {"msg": 0, "stub": 1, "at": 2}
+
+
+def changelog_order(key: str) -> tuple[int, int]:
+    """Sort key for the state keys of one flush to the changelog: message outcomes first, then stub
+    records, then state-event outcomes (by offset), anything else last.
+
+    A kill -9 during a flush leaves a prefix of it in the changelog. In this order a prefix that
+    holds a stub's newer record also holds the saved outcome of every message of that flush, so a
+    message delivered again re-emits its first outcome instead of being matched against a stub state
+    from later in the log; and a state event's outcome is kept only once the records it changed
+    are. Raises nothing (a key that is not one of the step's sorts last)."""
+    try:
+        parts = json.loads(key)
+        rank = _KIND_RANK[parts[1]]
+    except (ValueError, TypeError, KeyError, IndexError):
+        return (3, 0)
+    return (rank, parts[2] if rank == 2 and isinstance(parts[2], int) else 0)
+
+
 class StubPartitionStep:
     """The matcher state and processing of one ``stub-events`` partition.
 

@@ -36,7 +36,7 @@ from streams.model.deadletter import DeadLetter
 from streams.model.position import Position
 from streams.model.tracked_state import TrackedState
 from streams.settings import Settings
-from streams.stubs.partition_step import Emit, StubPartitionStep
+from streams.stubs.partition_step import Emit, StubPartitionStep, changelog_order
 from streams.stubs.settings import MatchPolicy
 
 log = logging.getLogger(__name__)
@@ -114,10 +114,9 @@ def create_stub_app(settings: Settings, policy: MatchPolicy, *, connection: Conn
             if partition is not None and p != partition:
                 continue
             upserts, deletes = state.drain()
-            for k, v in upserts.items():
-                out.put(topic, p, k.encode(), orjson.dumps(v))
-            for k in deletes:
-                out.put(topic, p, k.encode(), None)
+            changes = [(k, orjson.dumps(v)) for k, v in upserts.items()] + [(k, None) for k in deletes]
+            for k, value in sorted(changes, key=lambda c: changelog_order(c[0])):  # a prefix left by a kill -9 stays consistent
+                out.put(topic, p, k.encode(), value)
         await send_pending()  # dead letters of records acked already: in the producer before faust flushes it and commits
         await out.flush()
 
