@@ -151,6 +151,34 @@ def test_long_strings_with_secrets_and_strings_that_grow_are_cut_once() -> None:
         assert scrub_kb_event(scrub_kb_event(ev, STRICT), STRICT).raw == raw
 
 
+def _grown(text: str) -> str:
+    """What the scrub gives a string under the bound whose redaction is longer than the bound: the
+    redacted text cut at the bound, with a marker counting the rest (the scrub's output before it
+    stopped redacting such a string twice, checked against that code when this test was written)."""
+    full = redact(text).text
+    assert len(text) <= MAX_SCRUB_CHARS < len(full)
+    return full[:MAX_SCRUB_CHARS] + f" [truncated: {len(full) - MAX_SCRUB_CHARS} more characters]"
+
+
+def test_a_short_string_that_grows_past_the_bound_is_cut_from_its_one_redaction() -> None:
+    """The redacted text cut at the bound (here inside a placeholder) and marked, the replacements
+    counted once, and a second scrub a no-op; one growing case per kind of redaction."""
+    emails = "a@b.io " * 9362  # 65,534 characters; 159,154 once redacted
+    assert scrub_value(emails, STRICT) == ("[REDACTED:email] " * 9362)[:MAX_SCRUB_CHARS] + " [truncated: 93618 more characters]"
+    texts = [emails, "x" * 8 + "a@b.io " * 9361, "a@b.io " * 3855 + "zzz"]
+    for kind in sorted({k for c in CASES for k in c.counts}):
+        case = next((c for c in CASES if kind in c.counts and len(redact(c.text).text) > 1.01 * len(c.text)), None)
+        if case is not None:
+            texts.append(((case.text + " ") * (MAX_SCRUB_CHARS // (len(case.text) + 1)))[: MAX_SCRUB_CHARS - 1])
+    assert len(texts) >= 7
+    for text in texts:
+        once = scrub_kb_event(kb_line(task=text, resource="r", result="r"), STRICT)
+        raw = once.raw or {}
+        assert raw["task"] == _grown(text)
+        assert raw[COUNTS_KEY] == dict(sorted(redact(text).counts.items()))  # counted once
+        assert scrub_kb_event(once, STRICT) == once and scrub_value(raw["task"], STRICT) == raw["task"]
+
+
 def test_a_fake_marker_neither_lifts_the_bound_nor_keeps_a_card_number() -> None:
     huge = "h" * MAX_SCRUB_CHARS + " [truncated: " + "1" * 2_000_000 + " more characters]"
     assert len(scrub_value(huge, STRICT)) <= MAX_SCRUB_CHARS + 42

@@ -58,6 +58,14 @@ def _cut_at(value: str) -> int:
     return ws if ws > 0 else MAX_SCRUB_CHARS
 
 
+def _count(counts: Counter[str] | None, found: tuple[tuple[str, int], ...]) -> None:
+    """Add the replacements ``found`` by one redaction (``(kind, n)`` pairs) to ``counts`` when given
+    (callers skip the call when nothing was found: most strings of a payload have nothing)."""
+    if counts is not None:
+        for kind, n in found:
+            counts[kind] += n
+
+
 def _long_text(value: str, counts: Counter[str] | None) -> str:
     """A string longer than :data:`MAX_SCRUB_CHARS` or ending in a cut marker: its body (at most
     ``MAX_SCRUB_CHARS`` characters of it) redacted, the rest cut and counted in the marker. A
@@ -70,27 +78,26 @@ def _long_text(value: str, counts: Counter[str] | None) -> str:
         cut = _cut_at(value)
         body, dropped = value[:cut], len(value) - cut
     out, found = strict_redaction(body)
-    if found and counts is not None:
-        for kind, n in found:
-            counts[kind] += n
+    if found:
+        _count(counts, found)
     return _bounded(out, dropped)
 
 
 def _text(value: str, counts: Counter[str] | None) -> str:
     """One string of a payload, redacted (strict); its replacements added to ``counts`` when given.
     Long or marked strings take :func:`_long_text` before the memo is asked (the memo holds short
-    texts whole, which would skip the marker rule)."""
+    texts whole, which would skip the marker rule). A short string that grows past the bound when
+    redacted is cut as :func:`_long_text` would cut it (its whole text is the body, nothing dropped
+    before), from the one redaction."""
     if len(value) > MAX_SCRUB_CHARS or value.endswith(_MARKER_END):
         return _long_text(value, counts)
     hit = _remembered(value)
     if hit is None:
         hit = strict_redaction(value)
-    if len(hit[0]) > MAX_SCRUB_CHARS:  # grew past the bound while redacted: cut as a long one
-        return _long_text(value, counts)
-    if hit[1] and counts is not None:
-        for kind, n in hit[1]:
-            counts[kind] += n
-    return hit[0]
+    out, found = hit
+    if found:
+        _count(counts, found)
+    return out if len(out) <= MAX_SCRUB_CHARS else _bounded(out, 0)
 
 
 def _scrub_strict(value: Any, counts: Counter[str] | None) -> Any:
