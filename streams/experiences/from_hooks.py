@@ -161,7 +161,7 @@ def hit_count(result: Any) -> int | None:
 
 
 _HOOK_ONLY = frozenset({"before_agent_start", "before_prompt_build", "agent_end"})
-"""OpenClaw plugin hooks whose KnowHub record is the hook alone (``agent_end`` too when extraction is off)."""
+"""OpenClaw plugin hooks that become a :class:`KbPluginHook` record, which is their whole KnowHub record (``agent_end``'s too when extraction is off)."""
 
 
 class KbDeriver:
@@ -195,7 +195,7 @@ class KbDeriver:
         raw = ev.raw or {}
         agent = safe_text(str((ctx or {}).get("agentId") or ""), mode)
         session_key = safe_text(str((ctx or {}).get("sessionKey") or ev.session), mode)
-        if ev.native_event in ("before_agent_start", "before_prompt_build", "agent_end") and ev.source == "openclaw":
+        if ev.native_event in _HOOK_ONLY and ev.source == "openclaw":
             out: list[Derived] = [KbPluginHook(event_id=stable_id(ev.event_id, "hook"), event_time_ms=ev.event_time_ms, session_key=session_key,
                                                agent_id=agent, hook=ev.native_event)]  # type: ignore[arg-type]
             if ev.native_event != "agent_end":
