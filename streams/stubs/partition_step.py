@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from collections.abc import MutableMapping
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -65,24 +66,37 @@ def _at_key(p: int, offset: int) -> str:
     return json.dumps([p, "at", offset])
 
 
-_KIND_RANK = {"msg": 0, "stub": 1, "at": 2}
+_KEY_HEAD = re.compile(r'\[-?[0-9]+, "(msg|stub|at)", ')
+"""The start every key of the step has: ``[<partition>, "<kind>", `` (``json.dumps``'s separators, an int partition)."""
+_AT_TAIL = re.compile(r"(-?[0-9]+)\]")
+"""The rest of a ``[p, "at", offset]`` key after its start: the offset (an int) and the closing bracket."""
+_KIND_RANK = {"msg": 0, "stub": 1}
 
 
 def changelog_order(key: str) -> tuple[int, int]:
     """Sort key for the state keys of one flush to the changelog: message outcomes first, then stub
-    records, then state-event outcomes (by offset), anything else last.
+    records, then state-event outcomes (by offset), anything else last: ``(rank, offset)``, rank 0
+    to 3, offset 0 but for a state-event outcome.
 
     A kill -9 during a flush leaves a prefix of it in the changelog. In this order a prefix that
     holds a stub's newer record also holds the saved outcome of every message of that flush, so a
     message delivered again re-emits its first outcome instead of being matched against a stub state
     from later in the log; and a state event's outcome is kept only once the records it changed
-    are. Raises nothing (a key that is not one of the step's sorts last)."""
-    try:
-        parts = json.loads(key)
-        rank = _KIND_RANK[parts[1]]
-    except (ValueError, TypeError, KeyError, IndexError):
+    are.
+
+    The kind is read from the key's text (no JSON parse): every key of the step starts
+    ``[<partition>, "<kind>", `` (:func:`_stub_key`, :func:`_msg_key`, :func:`_at_key`), and a
+    state-event outcome's key ends ``<offset>]``; for those keys this is what ``json.loads(key)[1]``
+    (and ``[2]`` for the offset) gives (``tests/test_stub_changelog_order.py``). Raises nothing (a
+    key that does not start so sorts last)."""
+    m = _KEY_HEAD.match(key)
+    if m is None:
         return (3, 0)
-    return (rank, parts[2] if rank == 2 and isinstance(parts[2], int) else 0)
+    kind = m.group(1)
+    if kind != "at":
+        return (_KIND_RANK[kind], 0)
+    offset = _AT_TAIL.fullmatch(key, m.end())
+    return (2, int(offset.group(1)) if offset is not None else 0)
 
 
 class StubPartitionStep:
