@@ -212,7 +212,7 @@ def _lag(bootstrap: str, group: str, topic: str, default: int) -> int:
 
 
 def consume_to_zero_lag(bootstrap: str, cmd: list[str], group: str, topic: str, timeout_s: float = 3600,
-                        env: dict[str, str] | None = None) -> dict[str, float]:
+                        env: dict[str, str] | None = None, tree: Path = ROOT) -> dict[str, float]:
     """Start ``cmd``; from its group's first commit to zero lag on ``topic``: records, records/s, peak
     RSS (VmHWM, MiB) and CPU µs per record of the process.
 
@@ -220,13 +220,15 @@ def consume_to_zero_lag(bootstrap: str, cmd: list[str], group: str, topic: str, 
         bootstrap: PLAINTEXT bootstrap servers, for the measurement's own reads (lag, end offsets).
         env: the process's environment (default: this one with ``KAFKA_BOOTSTRAP_SERVERS=bootstrap``);
             ``bench/bench_cluster.py`` passes the cluster's SASL_SSL settings here.
+        tree: the checkout whose code ``cmd`` runs (its working directory and ``PYTHONPATH``; default
+            this one); ``bench/bench_stages.py --before`` runs an earlier commit's worker this way.
 
     Raises:
         RuntimeError: when the process exits or does not catch up within ``timeout_s`` seconds.
     """
     total = end_offset_sum(bootstrap, topic)
     base = env if env is not None else {**os.environ, "KAFKA_BOOTSTRAP_SERVERS": bootstrap}
-    p = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**base, "PYTHONPATH": str(ROOT)})
+    p = subprocess.Popen(cmd, cwd=tree, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**base, "PYTHONPATH": str(tree)})
     try:
         deadline = time.monotonic() + timeout_s
         while (lag := _lag(bootstrap, group, topic, total)) >= total:

@@ -22,7 +22,14 @@ wall-clock rates to other jobs on the machine):
   table) from first commit to zero lag vs a faust no-op agent on ``stub-events``;
 * ``hivestream stubs project`` (``StubProjector``, fresh file) vs a raw consume of ``stub-matches``.
 
-Usage: ``python bench/bench_stages.py [--events 200000] [--runs 3] [--stages kb,stubs]``. Uses
+``--before REF`` (a commit of this repository, e.g. ``331fd42``, the last one before issue 20's batch
+delivery) also runs that commit's KnowHub and stub workers in the same run, each on its own
+namespace filled by the same ``produce`` (its own consumer group, so it reads every record), from
+a temporary ``git worktree`` of REF; the figures print "× before", the rate against the earlier
+code's on this machine in this run (issue 20: "at least 5× today's rate"), which a rate recorded
+on another day or machine cannot give.
+
+Usage: ``python bench/bench_stages.py [--events 200000] [--runs 3] [--stages kb,stubs] [--before REF]``. Uses
 ``KAFKA_BOOTSTRAP_SERVERS`` when set, else starts the ``deploy/kafka`` broker and stops it.
 """
 
@@ -186,10 +193,36 @@ def _drop(bootstrap: str, namespaces: list[str]) -> None:
         admin.close()
 
 
-def bench_kb(bootstrap: str, path: Path, runs: int, partitions: int, d: Path, figs: dict[str, list[dict[str, float]]]) -> None:
-    """Every KnowHub stage and its anchor, ``runs`` times, into ``figs``."""
+def before_tree(ref: str, d: Path) -> Path:
+    """A checkout of commit ``ref`` of this repository under ``d`` (``git worktree add --detach``); the
+    earlier workers run from it with this interpreter (the same installed dependencies).
+
+    Raises:
+        subprocess.CalledProcessError: when ``ref`` is not a commit of this repository (or git is missing).
+    """
+    tree = d / "before"
+    subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", "--quiet", str(tree), ref], check=True)
+    return tree
+
+
+def drop_tree(tree: Path) -> None:
+    """Remove the worktree :func:`before_tree` made (and git's record of it)."""
+    subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(tree)], check=False)
+
+
+def bench_kb(bootstrap: str, path: Path, runs: int, partitions: int, d: Path, figs: dict[str, list[dict[str, float]]],
+             before: Path | None = None) -> None:
+    """Every KnowHub stage and its anchor, ``runs`` times, into ``figs``; with ``before`` (a checkout of an
+    earlier commit) also that commit's worker on a namespace of its own filled by the same ``produce``."""
     py = sys.executable
     for i in range(runs):
+        if before is not None:
+            b = _fresh(bootstrap, "kbb-before", partitions, False)
+            run_stage("produce", bootstrap, b.namespace, str(path))
+            figs.setdefault("kb-before", []).append(consume_to_zero_lag(
+                bootstrap, [py, "-m", "hivestream", "worker", "--namespace", b.namespace, "--data-dir", str(d / f"kb-b{i}")],
+                f"{b.namespace}-dedup", b.hook_events, tree=before))
+            _drop(bootstrap, [b.namespace])
         t, raw = _fresh(bootstrap, "kbb", partitions, False), _fresh(bootstrap, "kbb-raw", partitions, False)
         figs.setdefault("kb-produce", []).append(run_stage("produce", bootstrap, t.namespace, str(path)))
         figs.setdefault("kb-raw-produce", []).append(run_stage("raw-produce", bootstrap, raw.namespace, str(path)))
@@ -203,10 +236,19 @@ def bench_kb(bootstrap: str, path: Path, runs: int, partitions: int, d: Path, fi
         _drop(bootstrap, [t.namespace, raw.namespace])
 
 
-def bench_stubs(bootstrap: str, path: Path, runs: int, partitions: int, d: Path, figs: dict[str, list[dict[str, float]]]) -> None:
-    """Every stub stage and its anchor, ``runs`` times, into ``figs``."""
+def bench_stubs(bootstrap: str, path: Path, runs: int, partitions: int, d: Path, figs: dict[str, list[dict[str, float]]],
+                before: Path | None = None) -> None:
+    """Every stub stage and its anchor, ``runs`` times, into ``figs``; with ``before`` also that commit's
+    stub worker on a namespace of its own filled by the same ``stubs produce``."""
     py, n = sys.executable, str(partitions)
     for i in range(runs):
+        if before is not None:
+            b = _fresh(bootstrap, "stb-before", partitions, True)
+            run_stage("stub-produce", bootstrap, b.namespace, str(path), n)
+            figs.setdefault("stub-before", []).append(consume_to_zero_lag(
+                bootstrap, [py, "-m", "hivestream", "stubs", "worker", "--namespace", b.namespace, "--data-dir", str(d / f"stub-b{i}")],
+                f"{b.namespace}-stubs", b.stub_events, tree=before))
+            _drop(bootstrap, [b.namespace])
         t, raw = _fresh(bootstrap, "stb", partitions, True), _fresh(bootstrap, "stb-raw", partitions, True)
         figs.setdefault("stub-produce", []).append(run_stage("stub-produce", bootstrap, t.namespace, str(path), n))
         figs.setdefault("stub-raw-produce", []).append(run_stage("stub-raw-produce", bootstrap, raw.namespace, str(path), n))
@@ -230,8 +272,9 @@ ROWS = [
 ]
 
 
-def report(figs: dict[str, list[dict[str, float]]]) -> None:
-    """Print each stage, its anchor and the ratio (medians; peak RSS the largest; CPU µs per record the median)."""
+def report(figs: dict[str, list[dict[str, float]]], before_ref: str = "") -> None:
+    """Print each stage, its anchor and the ratio (medians; peak RSS the largest; CPU µs per record the
+    median), and for a worker measured at ``before_ref`` too, its rate over that one's."""
 
     def show(name: str, key: str) -> float:
         f = figs.get(key)
@@ -247,7 +290,12 @@ def report(figs: dict[str, list[dict[str, float]]]) -> None:
         if stage not in figs:
             continue
         s, a = show(sname, stage), show("anchor: " + aname, anchor)
-        print(f"  ratio {stage} / anchor: {s / a:.3g}\n")
+        print(f"  ratio {stage} / anchor: {s / a:.3g}" if a > 0 else f"  ratio {stage} / anchor: n/a (nothing timed: too few records)")
+        earlier = stage.replace("-worker", "-before")
+        if earlier != stage and earlier in figs:
+            b = show(f"the same worker at {before_ref} (before)", earlier)
+            print(f"  x before ({stage} / the same worker at {before_ref}): " + (f"{s / b:.2f}" if b > 0 else "n/a"))
+        print()
 
 
 def main() -> None:
@@ -258,6 +306,7 @@ def main() -> None:
     ap.add_argument("--partitions", type=int, default=4)
     ap.add_argument("--dim", type=int, default=384, help="embedding dimensions of the stub backlog (384 = all-MiniLM-L6-v2)")
     ap.add_argument("--stages", default="kb,stubs")
+    ap.add_argument("--before", metavar="REF", help="also run the workers of this earlier commit (same run, same records)")
     ap.add_argument("--stage", help=argparse.SUPPRESS)
     ap.add_argument("--noop", nargs=3, metavar=("TOPIC", "GROUP", "PARTITIONS"), help=argparse.SUPPRESS)
     ap.add_argument("args", nargs="*")
@@ -273,23 +322,34 @@ def main() -> None:
 
     stages = set(a.stages.split(","))
     figs: dict[str, list[dict[str, float]]] = {}
-    print(f"command: python bench/bench_stages.py --events {a.events} --runs {a.runs} --partitions {a.partitions} --dim {a.dim} --stages {a.stages}")
+    print(f"command: python bench/bench_stages.py --events {a.events} --runs {a.runs} --partitions {a.partitions} --dim {a.dim} --stages {a.stages}"
+          + (f" --before {a.before}" if a.before else ""))
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, python {platform.python_version()}, broker on the same machine; "
           f"load average at start {os.getloadavg()[0]:.1f}", flush=True)
     with tempfile.TemporaryDirectory() as td, kafka_broker() as bootstrap:
         d = Path(td)
-        if "kb" in stages:
-            path = d / "kb.jsonl"
-            lines = write_lines(path, kb_backlog(KbBacklogSpec(events=a.events)))
-            print(f"KnowHub backlog: {lines:,} hook lines ({path.stat().st_size / lines:.0f} bytes each), 12 days", flush=True)
-            bench_kb(bootstrap, path, a.runs, a.partitions, d, figs)
-        if "stubs" in stages:
-            path = d / "stubs.jsonl"
-            lines = write_lines(path, stub_backlog(StubBacklogSpec(events=a.events, dim=a.dim)))
-            print(f"stub backlog: {lines:,} lines ({path.stat().st_size / lines:.0f} bytes each), {a.dim}-dim embeddings, 12 days", flush=True)
-            bench_stubs(bootstrap, path, a.runs, a.partitions, d, figs)
+        before = before_tree(a.before, d) if a.before else None
+        try:
+            run_all(bootstrap, a, stages, d, figs, before)
+        finally:
+            if before is not None:
+                drop_tree(before)
     print(f"\nload average at the end {os.getloadavg()[0]:.1f}\n")
-    report(figs)
+    report(figs, a.before or "")
+
+
+def run_all(bootstrap: str, a: argparse.Namespace, stages: set[str], d: Path, figs: dict[str, list[dict[str, float]]], before: Path | None) -> None:
+    """Generate the chosen backlogs under ``d`` and run their stages (``--stages``) into ``figs``."""
+    if "kb" in stages:
+        path = d / "kb.jsonl"
+        lines = write_lines(path, kb_backlog(KbBacklogSpec(events=a.events)))
+        print(f"KnowHub backlog: {lines:,} hook lines ({path.stat().st_size / lines:.0f} bytes each), 12 days", flush=True)
+        bench_kb(bootstrap, path, a.runs, a.partitions, d, figs, before)
+    if "stubs" in stages:
+        path = d / "stubs.jsonl"
+        lines = write_lines(path, stub_backlog(StubBacklogSpec(events=a.events, dim=a.dim)))
+        print(f"stub backlog: {lines:,} lines ({path.stat().st_size / lines:.0f} bytes each), {a.dim}-dim embeddings, 12 days", flush=True)
+        bench_stubs(bootstrap, path, a.runs, a.partitions, d, figs, before)
 
 
 if __name__ == "__main__":
