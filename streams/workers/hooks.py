@@ -44,6 +44,7 @@ from streams.experiences.from_hooks import ExtractionRequest, KbDeriver
 from streams.experiences.settings import KbSettings
 from streams.experiences.steps import might_be_kb, redacted_dead_letter, route_kb_record, run_extraction
 from streams.frames.capture import Capture
+from streams.frames.changelog import PartitionChangelog
 from streams.frames.codec import frame_event_to_json
 from streams.frames.dedup import DedupCore, group_of_key
 from streams.frames.steps import memory_call_of, route_hook_event
@@ -142,6 +143,7 @@ def create_app(
     # to faust, which then falls back to the app's store)
     table = app.Table("dedup-state", default=None, partitions=n, store="memory://local", key_type=bytes, value_type=bytes)
     cores: dict[int, DedupCore] = {}
+    logs: dict[int, PartitionChangelog] = {}  # the same cores, with their changelog flushes
 
     out = BatchedOutput(app)
     memory_rules = None if frames_version else configured_rules()  # reprocess rebuilds frames only
@@ -149,15 +151,11 @@ def create_app(
     async def flush_state(partition: int | None = None) -> None:
         """Send the keys changed since the last call to the table's changelog (compacted; None deletes), then every open batch."""
         topic = table.changelog_topic.get_topic_name()
-        for p, core in list(cores.items()):
+        for p, log in list(logs.items()):
             if partition is not None and p != partition:
                 continue
-            assert isinstance(core.state, TrackedState)
-            upserts, deletes = core.state.drain()
-            for k, v in upserts.items():
-                await out.append(topic, p, k.encode(), orjson.dumps(v))
-            for k in deletes:
-                await out.append(topic, p, k.encode(), None)
+            for k, v in log.flush():  # streams.frames.changelog: the order to write them in
+                await out.append(topic, p, k.encode(), None if v is None else orjson.dumps(v))
         await send_pending()  # dead letters of records acked already: in the producer before faust flushes it and commits
         await out.flush()
 
@@ -170,6 +168,7 @@ def create_app(
         for p in mine:
             await flush_state(p)  # the next owner restores the partition from the changelog
             cores.pop(p, None)
+            logs.pop(p, None)
         if mine:
             await app.producer.flush()
 
@@ -187,9 +186,12 @@ def create_app(
             def owns(k: str) -> bool:
                 return partition_for(group_record_key(group_of_key(k)), n) == partition
 
-            restored = {k.decode(): orjson.loads(v) for k, v in list(table.data.items()) if v is not None and owns(k.decode())}
-            core = cores[partition] = DedupCore(settings.window, allowed_lateness_ms=settings.allowed_lateness_ms,
-                                                state=TrackedState(restored), committed=committed)
+            def make_core(state: TrackedState) -> DedupCore:
+                return DedupCore(settings.window, allowed_lateness_ms=settings.allowed_lateness_ms, state=state, committed=committed)
+
+            items = [(k.decode(), v) for k, v in list(table.data.items())]
+            log = logs[partition] = PartitionChangelog.restore(partition, items, owns, make_core, orjson.loads)
+            core = cores[partition] = log.core
         return core
 
     async def send(topic: str, key: bytes, value: bytes, partition: int | None = None) -> None:
