@@ -149,6 +149,21 @@ def test_reprocessed_record_is_not_a_duplicate_of_itself() -> None:
     assert fold(again)["a"]["access_count"] == 2
 
 
+def test_a_late_touch_processed_again_is_late_again() -> None:
+    """A re-processed record (state restored ahead of the committed offset) re-emits its late flag too:
+    the projector stores it (``frame_captures.is_late``) from whichever answer it reads first."""
+    x, y = _same_group("late again", 2)
+    core = DedupCore(1000, allowed_lateness_ms=300, sweep_every=0)
+    caps = [cap(x, 1000, "a"), cap(y, 2000, "b"), cap(x, 1500, "c"), cap(x, 1600, "d")]
+    first = run(core, caps)
+    assert [(e.kind, e.frame_id, e.late) for e in first] == [("created", "a", False), ("created", "b", False),
+                                                              ("touched", "a", True), ("touched", "a", True)]
+    restored = DedupCore(1000, allowed_lateness_ms=300, sweep_every=0, state=dict(core.state))
+    assert run(restored, caps) == first  # every answer again, the late flags included
+    assert run(core, caps) == first
+    assert dict(restored.state) == dict(core.state)  # and nothing changed
+
+
 def test_two_events_of_one_input_record_are_distinct_captures() -> None:
     # a transcript line and the gateway capture made of it share a position, not an event id
     core = DedupCore(60_000)

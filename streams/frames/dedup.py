@@ -21,11 +21,11 @@ Semantics (README "Dedup semantics"; DESIGN.md §3):
   a late turn's double capture still collapses.
 * **Late captures** (event time below the group's watermark) are processed by the same rule and
   flagged ``late``; none is dropped. One whose frame has already closed starts a new frame.
-* **At-least-once.** A frame remembers the event ids it absorbed; a capture whose event id is
-  already there (a record processed again after a crash, or delivered twice) re-emits the same
-  answer and changes nothing. State restored from a changelog is a prefix of the processing, and
-  the decision is a function of that state and the capture, so re-processed records get the same
-  answers as the first time.
+* **At-least-once.** A frame remembers the event ids it absorbed (and which of its touches were
+  late); a capture whose event id is already there (a record processed again after a crash, or
+  delivered twice) re-emits the same answer, its late flag included, and changes nothing. State
+  restored from a changelog is a prefix of the processing, and the decision is a function of that
+  state and the capture, so re-processed records get the same answers as the first time.
 * **Eviction** (garbage collection, never a change of answer): closed frames are dropped once the
   key's last capture is at or below the committed position (so no re-processing can reach them);
   a key's entry that holds its group's greatest event time is kept, so the group watermark can be
@@ -76,8 +76,9 @@ def group_of_key(key: str) -> int:
         return 0
 
 
-# one frame in the state: [frame_id, anchor_ms, close_ms | None, late_flag, [absorbed event ids...]]
-_ID, _ANCHOR, _CLOSE, _LATE, _ABSORBED = range(5)
+# one frame in the state: [frame_id, anchor_ms, close_ms | None, late_flag, [absorbed event ids...]], and, once one of
+# its touches was late, a sixth item: [the event ids of its late touches...] (a subset of the absorbed ones)
+_ID, _ANCHOR, _CLOSE, _LATE, _ABSORBED, _LATE_TOUCHES = range(6)
 
 
 class DedupCore:
@@ -86,7 +87,7 @@ class DedupCore:
     Args:
         window_ms: W in milliseconds, or ``None`` for unbounded.
         allowed_lateness_ms: L: how far the watermark trails the greatest event time of a key group (ms).
-        state: key → ``{"f": [[frame_id, anchor_ms, close_ms, late, [event ids]], ...],
+        state: key → ``{"f": [[frame_id, anchor_ms, close_ms, late, [event ids], ([late touches' event ids])], ...],
             "g": the group's greatest event time after this key's last capture (ms),
             "p": [partition, offset] of the key's last capture}``; JSON-serialisable.
         sweep_every: run :meth:`evict` after this many captures (0 disables automatic sweeps).
@@ -158,7 +159,8 @@ class DedupCore:
         for f in frames:  # processed before (at-least-once re-delivery): the same answer, no change
             if c.event_id in f[_ABSORBED]:
                 created = f[_ID] == c.event_id
-                return FrameEvent("created" if created else "touched", f[_ID], c, f[_ANCHOR], bool(f[_LATE]) if created else False)
+                late = bool(f[_LATE]) if created else len(f) > _LATE_TOUCHES and c.event_id in f[_LATE_TOUCHES]
+                return FrameEvent("created" if created else "touched", f[_ID], c, f[_ANCHOR], late)
         g = self.group_of(c.key)
         t = c.event_time_ms
         prev = self.group_max.get(g)
@@ -172,6 +174,11 @@ class DedupCore:
         for f in frames:
             if (f[_CLOSE] is None or f[_CLOSE] >= wm) and (w is None or abs(t - f[_ANCHOR]) <= w):
                 f[_ABSORBED] = [*f[_ABSORBED], c.event_id]
+                if late:  # remembered, so a re-processed late touch is flagged late again
+                    if len(f) > _LATE_TOUCHES:
+                        f[_LATE_TOUCHES] = [*f[_LATE_TOUCHES], c.event_id]
+                    else:
+                        f.append([c.event_id])
                 out = FrameEvent("touched", f[_ID], c, f[_ANCHOR], late)
                 break
         if out is None:
