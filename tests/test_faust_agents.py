@@ -15,12 +15,16 @@ import pytest
 from faust.types import TP
 
 from streams.frames.codec import frame_event_from_json
+from streams.frames.dedup import group_of_key
 from streams.kafka.faust_app import plain_logs_unless_tty
 from streams.kafka.rewinding import run_before_commit
+from streams.kafka.topics import partition_for
 from streams.model.events import from_prefixed
+from streams.model.key_groups import group_record_key
 from streams.settings import Settings
 from streams.workers.hooks import create_app
 from tests.consumer_record import Rec
+from tests.dedup_helpers import cap
 
 
 class FakeBatch:
@@ -89,12 +93,34 @@ async def test_dedup_agent_collapses_and_keeps_state_in_the_table(h: Any) -> Non
         ("created", "a", "openclaw"), ("touched", "a", "claude-code"), ("created", "a", "openclaw")]
     (state,) = h.cores[0].state.values()
     assert state["f"][0][:2] == ["a", 1000] and state["f"][0][4] == ["a", "b"]
-    # the changed key reaches the table's changelog right before a commit, once, with the state as JSON
+    # the changed key reaches the table's changelog right before a commit, once, with the state as JSON, between the
+    # partition's watermark markers (streams.frames.changelog: none restored, so the flush opens with one)
     changelog = [r for r in h.fake.sent if r[0] == h.table.changelog_topic_name]
     await run_before_commit(h.app)  # nothing changed since: nothing more is sent
     assert changelog == [r for r in h.fake.sent if r[0] == h.table.changelog_topic_name]
-    ((_topic, p, key, value),) = changelog
+    opening, (_topic, p, key, value), closing = changelog
     assert (p, json.loads(value)) == (0, state) and key.decode() in h.cores[0].state
+    g = group_of_key(key.decode())
+    assert [(q, k, json.loads(v)) for _t, q, k, v in (opening, closing)] == [
+        (0, b"~watermarks:0", {"watermarks": []}), (0, b"~watermarks:0", {"watermarks": [[g, 1300]]})]
+
+
+async def test_a_partition_taken_over_restores_its_watermarks_from_the_marker(h: Any) -> None:
+    """The next owner takes the watermarks from the changelog's marker, not from the entries."""
+    x = next(b for i in range(100) if partition_for(group_record_key(group_of_key(cap(b := f"[hm src:x] BODY {i}", 0, "q").key)), 2) == 0)
+    await deliver(h, 0, [hook(x, 1000, "a")])
+    await run_before_commit(h.app)
+    key = next(iter(h.cores[0].state))
+    g = group_of_key(key)
+    for _t, _p, k, v in h.fake.sent:
+        if _t == h.table.changelog_topic_name:
+            h.table.data[k] = v  # what faust's restore of the changelog puts in the table
+    assert h.cores[0].group_max[g] == 1000
+    h.table.data[b"~watermarks:0"] = json.dumps({"watermarks": [[g, 900]]}).encode()  # as if a flush had been cut before its closing marker
+    h.cores.clear()  # the next record of partition 0 restores its core from the table
+    tool = json.dumps({"hook_event_name": "PreToolUse", "session_id": "s1", "tool_name": "Bash", "ts": 6}).encode()
+    await deliver(h, 0, [tool])
+    assert h.cores[0].group_max == {g: 900} and dict(h.cores[0].state) == {key: json.loads(h.table.data[key.encode()])}
 
 
 async def test_dedup_agent_routes_tool_events_and_bad_input(h: Any) -> None:

@@ -23,9 +23,11 @@ Semantics (README "Dedup semantics"; DESIGN.md §3):
   flagged ``late``; none is dropped. One whose frame has already closed starts a new frame.
 * **At-least-once.** A frame remembers the event ids it absorbed (and which of its touches were
   late); a capture whose event id is already there (a record processed again after a crash, or
-  delivered twice) re-emits the same answer, its late flag included, and changes nothing. State
-  restored from a changelog is a prefix of the processing, and the decision is a function of that
-  state and the capture, so re-processed records get the same answers as the first time.
+  delivered twice) re-emits the same answer, its late flag included, and changes no state (the
+  watermark takes its event time, as the first time). The decision is a function of the key's
+  entry, the group's watermark and the capture, so re-processed records get the same answers as
+  the first time when the watermarks are restored from one point of the log and every entry from
+  that point or later (the frames worker's changelog, :mod:`streams.frames.changelog`).
 * **Eviction** (garbage collection, never a change of answer): closed frames are dropped once the
   key's last capture is at or below the committed position (so no re-processing can reach them);
   a key's entry that holds its group's greatest event time is kept, so the group watermark can be
@@ -35,7 +37,7 @@ Semantics (README "Dedup semantics"; DESIGN.md §3):
 
 from __future__ import annotations
 
-from collections.abc import Callable, MutableMapping
+from collections.abc import Callable, Mapping, MutableMapping
 from typing import Any, Literal, NamedTuple
 
 from streams.frames.capture import Capture
@@ -98,6 +100,10 @@ class DedupCore:
             may be evicted. ``None``: everything processed is committed (the embedded runner stores
             state and rows in one transaction).
         group_of: key → key group (default :func:`group_of_key`).
+        watermarks: key group → its greatest event time (ms) at the point of the log ``state`` was
+            taken at, when known apart from the state (the frames worker's changelog marker,
+            :mod:`streams.frames.changelog`); ``None``: rebuilt from the state's entries
+            (:meth:`rebuild_watermarks`), right only for a state taken at one point of the log.
 
     Raises:
         ValueError: for a negative window or lateness.
@@ -113,6 +119,7 @@ class DedupCore:
         owns: Callable[[str], bool] | None = None,
         committed: Callable[[int], int | None] | None = None,
         group_of: Callable[[str], int] = group_of_key,
+        watermarks: Mapping[int, int] | None = None,
     ) -> None:
         if window_ms is not None and window_ms < 0:
             raise ValueError("window_ms must be >= 0 or None (unbounded)")
@@ -127,7 +134,10 @@ class DedupCore:
         self.group_of = group_of
         self.group_max: dict[int, int] = {}
         self._since_sweep = 0
-        self.rebuild_watermarks()
+        if watermarks is None:
+            self.rebuild_watermarks()
+        else:
+            self.group_max.update(watermarks)
 
     def rebuild_watermarks(self) -> None:
         """Rebuild the per-group greatest event times from the state (after a restore).
@@ -156,11 +166,9 @@ class DedupCore:
         """Dedup one capture and return the frame event it produces (never raises on data)."""
         st = self.state.get(c.key)
         frames: list[list[Any]] = [] if st is None else st["f"]
-        for f in frames:  # processed before (at-least-once re-delivery): the same answer, no change
+        for f in frames:  # processed before (at-least-once re-delivery): the same answer, no change of state
             if c.event_id in f[_ABSORBED]:
-                created = f[_ID] == c.event_id
-                late = bool(f[_LATE]) if created else len(f) > _LATE_TOUCHES and c.event_id in f[_LATE_TOUCHES]
-                return FrameEvent("created" if created else "touched", f[_ID], c, f[_ANCHOR], late)
+                return self._again(c, f)
         g = self.group_of(c.key)
         t = c.event_time_ms
         prev = self.group_max.get(g)
@@ -190,6 +198,23 @@ class DedupCore:
         if self.sweep_every and self._since_sweep >= self.sweep_every:
             self.evict()
         return out
+
+    def _again(self, c: Capture, f: list[Any]) -> FrameEvent:
+        """The answer of a capture that frame ``f`` absorbed before; the watermark moves as the first time.
+
+        The group's greatest event time takes ``c``'s event time, as when ``c`` was first processed: a
+        no-op when the watermarks come from the same point of the log as the state (they hold it
+        already), and what keeps the next captures' watermark right when the state holds entries
+        from later in the log than the watermarks (a changelog flush cut short,
+        :mod:`streams.frames.changelog`).
+        """
+        g = self.group_of(c.key)
+        prev = self.group_max.get(g)
+        if prev is None or c.event_time_ms > prev:
+            self.group_max[g] = c.event_time_ms
+        created = f[_ID] == c.event_id
+        late = bool(f[_LATE]) if created else len(f) > _LATE_TOUCHES and c.event_id in f[_LATE_TOUCHES]
+        return FrameEvent("created" if created else "touched", f[_ID], c, f[_ANCHOR], late)
 
     def evict(self) -> int:
         """Drop closed frames that no re-processing can reach (garbage collection only).

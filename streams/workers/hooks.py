@@ -13,8 +13,10 @@ core's state is a plain dict per partition in front of the faust table ``dedup-s
 changed since the last commit are written to the table's changelog topic right before faust
 commits (:class:`streams.kafka.rewinding.FlushBeforeCommitConsumer`) and when a partition is
 revoked, so the changelog always covers the committed records, one changelog record per changed
-key per commit instead of one per capture; a worker that takes a partition over restores it from
-the compacted changelog (memory store: the state is bounded by the window).
+key per commit instead of one per capture, followed by the partition's watermark marker (in the
+prefix-safe order of :mod:`streams.frames.changelog`: a kill -9 in the middle of a flush changes no
+answer); a worker that takes a partition over restores it from the compacted changelog (memory
+store: the state is bounded by the window).
 
 The step also derives the KnowHub events of the record (redacted) → ``experience-events``, and
 extraction requests → ``kb-extract`` → the **extract** agent (the OpenAI-compatible endpoint, off
@@ -31,7 +33,7 @@ which the projector ignores by event id.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -154,8 +156,11 @@ def create_app(
         for p, log in list(logs.items()):
             if partition is not None and p != partition:
                 continue
-            for k, v in log.flush():  # streams.frames.changelog: the order to write them in
-                await out.append(topic, p, k.encode(), None if v is None else orjson.dumps(v))
+            # streams.frames.changelog: the order to write them in; put without an await between, so a flush of the same
+            # partition that overlaps (a commit's and a revocation's) cannot interleave its records with these
+            for k, v in log.flush():
+                out.put(topic, p, k.encode(), None if v is None else orjson.dumps(v))
+            await out.send_full()
         await send_pending()  # dead letters of records acked already: in the producer before faust flushes it and commits
         await out.flush()
 
@@ -186,8 +191,9 @@ def create_app(
             def owns(k: str) -> bool:
                 return partition_for(group_record_key(group_of_key(k)), n) == partition
 
-            def make_core(state: TrackedState) -> DedupCore:
-                return DedupCore(settings.window, allowed_lateness_ms=settings.allowed_lateness_ms, state=state, committed=committed)
+            def make_core(state: TrackedState, watermarks: Mapping[int, int] | None) -> DedupCore:
+                return DedupCore(settings.window, allowed_lateness_ms=settings.allowed_lateness_ms, state=state, committed=committed,
+                                 watermarks=watermarks)
 
             items = [(k.decode(), v) for k, v in list(table.data.items())]
             log = logs[partition] = PartitionChangelog.restore(partition, items, owns, make_core, orjson.loads)
