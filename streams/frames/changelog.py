@@ -58,7 +58,8 @@ from typing import Any
 from streams.frames.dedup import DedupCore
 from streams.model.tracked_state import TrackedState
 
-MARKER_PREFIX = "~watermarks:"  # no dedup key starts with "~": body hashes and experience keys are hex
+MARKER_PREFIX = "~watermarks:"  # + the partition number (is_marker_key: a dedup key may start with it too)
+_PARTITION_DIGITS = 10  # a Kafka partition number is below 2**31
 
 CoreFactory = Callable[[TrackedState, Mapping[int, int] | None], DedupCore]
 Records = list[tuple[str, Any | None]]
@@ -70,8 +71,18 @@ def marker_key(partition: int) -> str:
 
 
 def is_marker_key(key: str) -> bool:
-    """Whether ``key`` is a watermark marker's key (of any partition) rather than a dedup key."""
-    return key.startswith(MARKER_PREFIX)
+    """Whether ``key`` is a watermark marker's key (of any partition) rather than a dedup key.
+
+    A marker's key is :data:`MARKER_PREFIX` and a partition number (1 to 10 ASCII digits). A dedup
+    key can start with the prefix too: a ``body+event`` key is ``<event type>:<body hash>``, and an
+    event type is any token (``event:~watermarks`` in an ``[hm …]`` prefix gives
+    ``~watermarks:<hash>``); but it ends with the 64 hex digits of its hash, so it is never taken
+    for a marker (the restore would drop its entry).
+    """
+    if not key.startswith(MARKER_PREFIX):
+        return False
+    number = key[len(MARKER_PREFIX):]
+    return 0 < len(number) <= _PARTITION_DIGITS and number.isascii() and number.isdigit()
 
 
 def marker_value(group_max: Mapping[int, int]) -> dict[str, Any]:
