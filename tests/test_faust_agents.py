@@ -19,6 +19,7 @@ from streams.frames.dedup import group_of_key
 from streams.kafka.faust_app import plain_logs_unless_tty
 from streams.kafka.rewinding import run_before_commit
 from streams.kafka.topics import partition_for
+from streams.model.body_hash import KeyStrategy
 from streams.model.events import from_prefixed
 from streams.model.key_groups import group_record_key
 from streams.settings import Settings
@@ -239,3 +240,30 @@ def test_standby_replicas_default_to_zero_and_follow_the_setting(monkeypatch: py
     monkeypatch.setenv("HIVESTREAM_STANDBY_REPLICAS", "-1")
     with pytest.raises(pydantic.ValidationError, match="standby_replicas"):
         Settings()
+
+
+async def test_a_body_event_key_that_starts_like_a_marker_is_restored_with_its_partition() -> None:
+    """``body+event`` keys start with the event type, which a prefix may name ``~watermarks``: the
+    next owner restores that key's entry like any other (it is no marker), so the next capture of
+    the body touches the first capture's frame (with the entry dropped it made a frame of its own)."""
+    h = create_app(Settings(window_ms=60_000, key_strategy="body+event"), connection="127.0.0.1:9", store="memory://", partitions=2)
+    h.app.producer.send = AsyncMock()
+    h.fake = FakeProducer()  # type: ignore[attr-defined]
+    h.app.producer._ensure_producer = lambda: h.fake  # type: ignore[attr-defined]
+
+    def key_of(content: str) -> str:
+        return cap(content, 0, "q", strategy=KeyStrategy("body+event")).key
+
+    x = next(b for i in range(100) if partition_for(group_record_key(group_of_key(key_of(b := f"[hm src:x event:~watermarks] BODY {i}"))), 2) == 0)
+    assert key_of(x).startswith("~watermarks:")
+    await deliver(h, 0, [hook(x, 1000, "a")])
+    await run_before_commit(h.app)
+    for t, _p, k, v in h.fake.sent:
+        if t == h.table.changelog_topic_name:
+            h.table.data[k] = v  # what faust's restore of the changelog puts in the table
+    h.cores.clear()  # the next record of partition 0 restores its core from the table
+    await deliver(h, 0, [hook(x, 1300, "b")])
+    assert key_of(x) in h.cores[0].state
+    await run_before_commit(h.app)
+    out = [frame_event_from_json(v) for v in sent(h, h.topics.frames)]
+    assert [(fe.kind, fe.frame_id, fe.capture.event_id) for fe in out] == [("created", "a", "a"), ("touched", "a", "b")]
