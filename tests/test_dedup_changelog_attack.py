@@ -36,9 +36,11 @@ import pytest
 from streams.frames.capture import Capture, to_capture
 from streams.frames.changelog import PartitionChangelog, is_marker_key, marker_key, marker_value, parse_marker
 from streams.frames.dedup import DedupCore, group_of_key
+from streams.model.adapters import adapt
 from streams.model.body_hash import KeyStrategy
 from streams.model.events import from_prefixed
 from streams.model.tracked_state import TrackedState
+from streams.settings import DEFAULT_ALLOWED_LATENESS_MS, DEFAULT_WINDOW_MS
 from tests.test_dedup_changelog_order import Answer, answer, simulate
 
 W, L = 1_000, 300
@@ -121,19 +123,32 @@ def test_an_event_id_read_again_after_its_frame_closed_gets_the_uninterrupted_an
 
 @pytest.mark.xfail(strict=True, reason=(
     "since 505c510/ee2c17e a capture whose event id a frame absorbed moves the watermark by its own event time (what "
-    "the replay after a cut flush needs); an id read again with a later event time was a no-op before and now moves "
-    "the group's watermark, so later captures of the group are flagged late or find frames closed; an exact fix needs "
+    "the replay after a cut flush needs); an id read again with a later event time (a retried POST of a payload that "
+    "names its event id and no time: the ingest stamps its receive time) was a no-op before and now moves the group's "
+    "watermark, so later captures of the group are flagged late or find frames closed; an exact fix needs "
     "the event time (or offset) of each absorbed id in the frame, while bounding the move by the entry's 'g' keeps "
     "the uninterrupted answers but lets a replay after a cut flush move it early"))
 def test_an_event_id_read_again_with_another_event_time_moves_no_watermark_in_the_embedded_runner() -> None:
     """The embedded runner's core (committed ``None``, state and rows in one transaction, no flush to
-    cut): ``a`` comes again with a later event time (an input whose producer sets the event id and
-    stamps the time again); before the fix it changed nothing, so ``b`` was on time and ``c`` (late) touched
-    ``a``'s frame."""
-    k, j = hex_key(0, 1), hex_key(0, 2)
-    core = DedupCore(W, allowed_lateness_ms=L, state=TrackedState({}))
-    got = [answer(core.process(c)) for c in (mk("a", k, 1000, 0), mk("a", k, 9000, 1), mk("b", j, 2000, 2), mk("c", k, 1500, 3))]
-    assert got == [("created", "a", 1000, False), ("created", "a", 1000, False), ("created", "b", 2000, False), ("touched", "a", 1000, True)]
+    cut), with its default window and lateness. A prefixed payload that names its event id and
+    carries no time gets the ingest's receive time, so a retried POST is the same event id with a
+    later event time. Before the fix the retry changed nothing: ``b`` (another body of the key
+    group, 30 s after ``a``) was on time, and ``c`` (``b``'s body again) touched ``b``'s frame."""
+    def post(content: str, eid: str, received_at_ms: int) -> Capture:
+        c = to_capture(adapt({"content": content, "event_id": eid}, received_at_ms=received_at_ms))
+        assert c is not None
+        return c
+
+    a1 = post("[hm src:x event:stop] the turn", "a", 1_000_000)
+    a2 = post("[hm src:x event:stop] the turn", "a", 1_000_000 + 2 * DEFAULT_ALLOWED_LATENESS_MS)  # retried two minutes later
+    other = next(f"[hm src:x event:stop] another turn {i}" for i in range(10_000)
+                 if group_of_key(post(f"[hm src:x event:stop] another turn {i}", "q", 0).key) == group_of_key(a1.key))
+    b, c = post(other, "b", 1_030_000), post(other, "c", 1_040_000)
+    assert a1.key == a2.key and a1.event_id == a2.event_id and a1.event_time_ms < a2.event_time_ms
+    core = DedupCore(DEFAULT_WINDOW_MS, allowed_lateness_ms=DEFAULT_ALLOWED_LATENESS_MS, state=TrackedState({}))
+    got = [answer(core.process(x)) for x in (a1, a2, b, c)]
+    assert got == [("created", "a", 1_000_000, False), ("created", "a", 1_000_000, False), ("created", "b", 1_030_000, False),
+                   ("touched", "b", 1_030_000, False)]
 
 
 # --- several partitions in one table, moved between workers, killed in the middle of flushes ---------------
