@@ -47,6 +47,13 @@ moves the watermark on by the event time of a record it has absorbed already
 A changelog without a marker (written before this order) falls back to the rebuild from the
 entries: right when the last flush was complete, as before.
 
+**Not covered** (strict xfails in ``tests/test_dedup_changelog_attack.py``): a record whose event
+id a frame absorbed at an *earlier offset* (a producer retry, an input imported twice). Once that
+frame is evicted the record is decided as new, and whether a sweep ran before it depends on the
+captures counted since the core was built and on the committed offset then, which a restore
+changes; and such a record moves the watermark by its own event time, which a retry that was
+stamped again (a payload with an event id and no time) makes later than the first one's.
+
 Pure: the worker does the I/O (it encodes each value with orjson; ``None`` is a tombstone).
 """
 

@@ -32,7 +32,9 @@ Semantics (README "Dedup semantics"; DESIGN.md §3):
   key's last capture is at or below the committed position (so no re-processing can reach them);
   a key's entry that holds its group's greatest event time is kept, so the group watermark can be
   rebuilt from the state alone. ``window_ms=None`` means unbounded: frames never close, as in
-  hive-mind's own store.
+  hive-mind's own store. One exception: an event id read again at a later offset after its frame
+  was evicted is decided as a new capture (it can open a frame that later captures join), so its
+  answer, and theirs, depend on when the sweeps ran (:mod:`streams.frames.changelog`, "Not covered").
 """
 
 from __future__ import annotations
