@@ -164,6 +164,27 @@ def test_a_late_touch_processed_again_is_late_again() -> None:
     assert dict(restored.state) == dict(core.state)  # and nothing changed
 
 
+def test_a_frame_keeps_its_captures_first_event_times_and_entries_from_before_are_upgraded() -> None:
+    """Each absorbed capture's event time as first processed is kept beside its id (what a read-again
+    capture moves the watermark by, not its own time); a frame stored before the late touches and
+    times were kept (five items) gains them, ``None`` for the ids it held, when it next absorbs one."""
+    x, y = _same_group("times kept", 2)
+    core = DedupCore(1000, allowed_lateness_ms=300, sweep_every=0)
+    run(core, [cap(x, 1000, "a"), cap(x, 1200, "b")])
+    (f,) = core.state[cap(x, 0, "q").key]["f"]
+    assert f[4:] == [["a", "b"], [], [1000, 1200]]
+    old = {cap(x, 0, "q").key: {"f": [["a", 1000, 2000, False, ["a"]]], "g": 1000, "p": [0, 1]}}
+    core = DedupCore(1000, allowed_lateness_ms=300, sweep_every=0, state=dict(old))
+    assert core.process(cap(x, 1100, "b")).frame_id == "a"
+    (f,) = core.state[cap(x, 0, "q").key]["f"]
+    assert f[4:] == [["a", "b"], [], [None, 1100]]
+    core.group_max[group_of_key(cap(y, 0, "q").key)] = 500  # below both: a read-again "a" (time unknown) moves nothing,
+    core.process(cap(x, 9000, "a"))                         # a read-again "b" moves it to b's first time, not 9000
+    assert core.group_max[group_of_key(cap(y, 0, "q").key)] == 500
+    core.process(cap(x, 9000, "b"))
+    assert core.group_max[group_of_key(cap(y, 0, "q").key)] == 1100
+
+
 def test_two_events_of_one_input_record_are_distinct_captures() -> None:
     # a transcript line and the gateway capture made of it share a position, not an event id
     core = DedupCore(60_000)

@@ -6,9 +6,9 @@ scenarios here go where those logs do not:
 * a ``body+event`` dedup key that starts like a marker (an event type ``~watermarks``): fixed, the
   restore dropped its entry;
 * an event id read again at a later offset: with eviction, the answers after a kill depend on
-  when the sweeps ran (strict xfail); with another event time, the watermark now moves where it
-  did not before the fix, in the embedded runner too (strict xfail); without eviction, every kill
-  gives the uninterrupted answers;
+  when the sweeps ran (strict xfail); with another event time it moves the watermark by its first
+  reading's time only, so the embedded runner answers as before the fix; without eviction, every
+  kill gives the uninterrupted answers;
 * two partitions whose keys and markers share one table, on two workers, in random steps:
   commits whose flush drains a few records late, kills that leave each changelog partition its
   own prefix (before, in and after the opening marker too), partitions revoked and taken over by
@@ -121,13 +121,6 @@ def test_an_event_id_read_again_after_its_frame_closed_gets_the_uninterrupted_an
     assert simulate(log, [(2, 2), (7, 7)], {1: 0}) == expected  # fails: z → ("created", "z", 500, True)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "since 505c510/ee2c17e a capture whose event id a frame absorbed moves the watermark by its own event time (what "
-    "the replay after a cut flush needs); an id read again with a later event time (a retried POST of a payload that "
-    "names its event id and no time: the ingest stamps its receive time) was a no-op before and now moves the group's "
-    "watermark, so later captures of the group are flagged late or find frames closed; an exact fix needs "
-    "the event time (or offset) of each absorbed id in the frame, while bounding the move by the entry's 'g' keeps "
-    "the uninterrupted answers but lets a replay after a cut flush move it early"))
 def test_an_event_id_read_again_with_another_event_time_moves_no_watermark_in_the_embedded_runner() -> None:
     """The embedded runner's core (committed ``None``, state and rows in one transaction, no flush to
     cut), with its default window and lateness. A prefixed payload that names its event id and

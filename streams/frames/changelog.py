@@ -30,13 +30,14 @@ rebuilt watermark is 4700 at once, so ``b1`` and ``c1`` come out late, ``b1``'s 
 
 The restore takes the watermarks from the marker (:meth:`PartitionChangelog.restore`), so it gets
 the maxima of the last *complete* flush's drain point D0 with every entry at D0 or D1, and the core
-moves the watermark on by the event time of a record it has absorbed already
-(``DedupCore._again``). Why every prefix then gives the first run's answers, record by record from C:
+moves the watermark on by the event time a record it has absorbed already had when it was first
+processed (kept in the frame; ``DedupCore._again``). Why every prefix then gives the first run's answers, record by record from C:
 
 * a record up to D0 has its key's entry at D0 or D1, which absorbed it (eviction drops only frames
   of keys whose last capture is below the committed offset, so never one a re-processing reaches):
-  the same answer again, late flag included, and the watermark takes its event time as the first
-  time; at D0 the watermarks are exactly D0's again;
+  the same answer again, late flag included, and the watermark takes its first event time as the
+  first time did (a record that was itself a read-again the first time moves it by its original's
+  time, which the first run held already); at D0 the watermarks are exactly D0's again;
 * a record between D0 and D1 of a key at D1: the same, absorbed; of a key at D0: decided again from
   the same entry (an entry changes only by its key's own records, and by eviction, which drops only
   frames no later capture can touch) and the same group maximum (the marker's, raised by every
@@ -51,8 +52,10 @@ entries: right when the last flush was complete, as before.
 id a frame absorbed at an *earlier offset* (a producer retry, an input imported twice). Once that
 frame is evicted the record is decided as new, and whether a sweep ran before it depends on the
 captures counted since the core was built and on the committed offset then, which a restore
-changes; and such a record moves the watermark by its own event time, which a retry that was
-stamped again (a payload with an event id and no time) makes later than the first one's.
+changes. (Such a record, while its frame is held, moves the watermark by the time its first reading
+had, not by its own: a retry stamped with a later receive time moves nothing, as before the marker.)
+An entry written before the frames kept their absorbed captures' times moves no watermark when read
+again, so a flush cut during the upgrade is covered only once the entries were rewritten.
 
 Pure: the worker does the I/O (it encodes each value with orjson; ``None`` is a tombstone).
 """

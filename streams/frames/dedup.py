@@ -24,7 +24,9 @@ Semantics (README "Dedup semantics"; DESIGN.md §3):
 * **At-least-once.** A frame remembers the event ids it absorbed (and which of its touches were
   late); a capture whose event id is already there (a record processed again after a crash, or
   delivered twice) re-emits the same answer, its late flag included, and changes no state (the
-  watermark takes its event time, as the first time). The decision is a function of the key's
+  watermark takes the event time the absorbed capture had when it was first processed, kept in the
+  frame: a no-op but after a changelog flush cut short; a retry stamped with a later time moves
+  nothing). The decision is a function of the key's
   entry, the group's watermark and the capture, so re-processed records get the same answers as
   the first time when the watermarks are restored from one point of the log and every entry from
   that point or later (the frames worker's changelog, :mod:`streams.frames.changelog`).
@@ -80,9 +82,11 @@ def group_of_key(key: str) -> int:
         return 0
 
 
-# one frame in the state: [frame_id, anchor_ms, close_ms | None, late_flag, [absorbed event ids...]], and, once one of
-# its touches was late, a sixth item: [the event ids of its late touches...] (a subset of the absorbed ones)
-_ID, _ANCHOR, _CLOSE, _LATE, _ABSORBED, _LATE_TOUCHES = range(6)
+# one frame in the state: [frame_id, anchor_ms, close_ms | None, late_flag, [absorbed event ids...],
+# [the event ids of its late touches...] (a subset of the absorbed ones), [the absorbed captures' event times (ms)...]
+# (parallel to the absorbed ids: the time each had when it was processed as new)]. Entries written before the sixth
+# and seventh items existed have five or six; they are read as having no late touch and no times.
+_ID, _ANCHOR, _CLOSE, _LATE, _ABSORBED, _LATE_TOUCHES, _TIMES = range(7)
 
 
 class DedupCore:
@@ -91,7 +95,8 @@ class DedupCore:
     Args:
         window_ms: W in milliseconds, or ``None`` for unbounded.
         allowed_lateness_ms: L: how far the watermark trails the greatest event time of a key group (ms).
-        state: key → ``{"f": [[frame_id, anchor_ms, close_ms, late, [event ids], ([late touches' event ids])], ...],
+        state: key → ``{"f": [[frame_id, anchor_ms, close_ms, late, [event ids], [late touches' event ids],
+            [the event ids' event times, ms]], ...],
             "g": the group's greatest event time after this key's last capture (ms),
             "p": [partition, offset] of the key's last capture}``; JSON-serialisable.
         sweep_every: run :meth:`evict` after this many captures (0 disables automatic sweeps).
@@ -183,17 +188,17 @@ class DedupCore:
         frames = [list(f) for f in frames]
         for f in frames:
             if (f[_CLOSE] is None or f[_CLOSE] >= wm) and (w is None or abs(t - f[_ANCHOR]) <= w):
+                if len(f) <= _TIMES:  # an entry from before the late touches and times were kept
+                    f[_LATE_TOUCHES:] = [f[_LATE_TOUCHES] if len(f) > _LATE_TOUCHES else [], [None] * len(f[_ABSORBED])]
                 f[_ABSORBED] = [*f[_ABSORBED], c.event_id]
+                f[_TIMES] = [*f[_TIMES], t]
                 if late:  # remembered, so a re-processed late touch is flagged late again
-                    if len(f) > _LATE_TOUCHES:
-                        f[_LATE_TOUCHES] = [*f[_LATE_TOUCHES], c.event_id]
-                    else:
-                        f.append([c.event_id])
+                    f[_LATE_TOUCHES] = [*f[_LATE_TOUCHES], c.event_id]
                 out = FrameEvent("touched", f[_ID], c, f[_ANCHOR], late)
                 break
         if out is None:
             close = None if w is None else max(t, wm) + w
-            frames.append([c.event_id, t, close, late, [c.event_id]])
+            frames.append([c.event_id, t, close, late, [c.event_id], [], [t]])
             out = FrameEvent("created", c.event_id, c, t, late)
         self.state[c.key] = {"f": frames, "g": gmax, "p": [c.partition, c.offset]}
         self._since_sweep += 1
@@ -204,16 +209,23 @@ class DedupCore:
     def _again(self, c: Capture, f: list[Any]) -> FrameEvent:
         """The answer of a capture that frame ``f`` absorbed before; the watermark moves as the first time.
 
-        The group's greatest event time takes ``c``'s event time, as when ``c`` was first processed: a
-        no-op when the watermarks come from the same point of the log as the state (they hold it
-        already), and what keeps the next captures' watermark right when the state holds entries
-        from later in the log than the watermarks (a changelog flush cut short,
-        :mod:`streams.frames.changelog`).
+        The group's greatest event time takes the event time the absorbed capture had when it was
+        processed as new (kept in the frame), not ``c``'s: a no-op when the watermarks come from the
+        same point of the log as the state or later (they hold it already: an uninterrupted run, the
+        embedded runner), and what keeps the next captures' watermark right when the state holds
+        entries from later in the log than the watermarks (a changelog flush cut short,
+        :mod:`streams.frames.changelog`). ``c``'s own time may differ from it (a retried POST that
+        names its event id and no time gets a later receive time): a read-again capture moves no
+        watermark past what its first reading did. An entry written before the times were kept
+        moves nothing.
         """
-        g = self.group_of(c.key)
-        prev = self.group_max.get(g)
-        if prev is None or c.event_time_ms > prev:
-            self.group_max[g] = c.event_time_ms
+        i = f[_ABSORBED].index(c.event_id)
+        first = f[_TIMES][i] if len(f) > _TIMES else None
+        if first is not None:
+            g = self.group_of(c.key)
+            prev = self.group_max.get(g)
+            if prev is None or first > prev:
+                self.group_max[g] = first
         created = f[_ID] == c.event_id
         late = bool(f[_LATE]) if created else len(f) > _LATE_TOUCHES and c.event_id in f[_LATE_TOUCHES]
         return FrameEvent("created" if created else "touched", f[_ID], c, f[_ANCHOR], late)
