@@ -22,6 +22,7 @@ from pydantic import ValidationError
 from rich.console import Console
 from rich.markup import escape
 
+from hivestream.cli import demo_file
 from hivestream.cli.console import table
 from hivestream.cli.ingest import register as register_ingest
 from hivestream.cli.kafka_opts import (
@@ -198,15 +199,21 @@ def run(
 
 @app.command()
 def demo(
-    db: Annotated[Path, typer.Option("--db", help="DuckDB file to write (replaced)")] = Path("hivestream-demo.duckdb"),
+    db: Annotated[Path, typer.Option("--db", help="DuckDB file to write (replaced when an earlier demo wrote it; any other file is refused)")]
+    = demo_file.DEFAULT_DEMO_DB,
 ) -> None:
     """Run the sample sessions shipped in the package, with the gateway double capture on."""
-    if db.exists():
-        db.unlink()
+    why = demo_file.refusal(db)
+    if why is not None:
+        err.print(f"[red]error:[/] {escape(why)}", soft_wrap=True)
+        raise typer.Exit(2)
+    for old in (db, db.with_name(db.name + ".wal")):
+        old.unlink(missing_ok=True)
     samples = sorted(SAMPLES.glob("*.jsonl"))
     out.print(f"[bold]hivestream demo[/]: {len(samples)} sample files written for this project: "
               + ", ".join(p.name for p in samples))
     report = run_files(samples, db, gateway=True)
+    demo_file.mark(db)
     print_report(report)
     from hivestream.embedded.experiences import run_kb_files
     from hivestream.report import write_report_files
