@@ -30,7 +30,7 @@ Semantics (README "Dedup semantics"; DESIGN.md §3):
   entry, the group's watermark and the capture, so re-processed records get the same answers as
   the first time when the watermarks are restored from one point of the log and every entry from
   that point or later (the frames worker's changelog, :mod:`streams.frames.changelog`).
-* **Eviction** (garbage collection, never a change of answer): closed frames are dropped once the
+* **Eviction** (garbage collection: no change of answer, but for the one case at the end): closed frames are dropped once the
   key's last capture is below the committed offset (so no re-processing can reach them);
   a key's entry that holds its group's greatest event time is kept, so the group watermark can be
   rebuilt from the state alone. ``window_ms=None`` means unbounded: frames never close, as in
