@@ -302,7 +302,11 @@ def _arguments(args: Any) -> str | None:
         with contextlib.suppress(ValueError, RecursionError):
             args = json.loads(args)
     clean = scrub_value(args, RedactionMode.STRICT)
-    return _clip(json.dumps(clean, ensure_ascii=False, sort_keys=True, default=str), MAX_ARGUMENTS_CHARS)
+    return _clip(_ARGUMENTS_JSON(clean), MAX_ARGUMENTS_CHARS)
+
+
+_ARGUMENTS_JSON = json.JSONEncoder(ensure_ascii=False, sort_keys=True, default=str).encode
+"""``json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)`` without building the encoder per call."""
 
 
 @lru_cache(maxsize=4096)

@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,7 +45,7 @@ from streams.experiences.settings import KbSettings
 from streams.model.deadletter import Reason, RejectedInput
 from streams.model.events import HookEvent, stable_id
 from streams.redaction.redact import redact
-from streams.redaction.scrub import COUNTS_KEY, prior_counts, scrub_kb_event, scrub_value
+from streams.redaction.scrub import COUNTS_KEY, is_kb_relevant, prior_counts, scrub_kb_call, scrub_kb_event, scrub_value
 
 _SPLIT = re.compile(r"__|[./:]")
 
@@ -106,9 +107,10 @@ class ExtractionRequest:
 Derived = KbEvent | ExtractionRequest
 
 
-def tool_call(ev: HookEvent) -> tuple[str, Any, Any, str] | None:
-    """(kb tool, arguments, result, agent id) of a successful kb tool call, else None."""
-    raw = ev.raw or {}
+def tool_call(ev: HookEvent, raw: dict[str, Any] | None = None) -> tuple[str, Any, Any, str] | None:
+    """(kb tool, arguments, result, agent id) of a successful kb tool call, else None; read from
+    ``raw`` when given (a scrubbed view of ``ev.raw``, :func:`~streams.redaction.scrub.scrub_kb_call`), else from ``ev.raw``."""
+    raw = (ev.raw or {}) if raw is None else raw
     if ev.native_event == "after_tool_call":
         event = raw["event"] if isinstance(raw.get("event"), dict) else {}
         ctx = raw["ctx"] if isinstance(raw.get("ctx"), dict) else {}
@@ -135,17 +137,23 @@ def _args(value: Any) -> dict[str, Any]:
     return value
 
 
-def hit_count(result: Any) -> int | None:
+def hit_count(result: Any, text: Callable[[str], Any] | None = None) -> int | None:
     """Hits in a ``kb_search`` result: a list's length, ``results``/``experiences``/``hits``
-    lists, a ``count``/``total``/``hit_count`` number, MCP ``content`` text holding JSON; else None."""
+    lists, a ``count``/``total``/``hit_count`` number, MCP ``content`` text holding JSON; else None.
+
+    ``text``: applied to a string of ``result`` before it is read as JSON (the strict scrub, so an
+    unscrubbed result counts as its scrubbed self would: the scrub keeps every type, length, number
+    and key, and ``"text"`` is ``"text"`` scrubbed or not, so only the strings read as JSON can
+    differ); not applied inside what a string held.
+    """
     if isinstance(result, str):
         try:
-            return hit_count(json.loads(result))
+            return hit_count(json.loads(result if text is None else text(result)))
         except (ValueError, RecursionError):
             return None
     if isinstance(result, list):
         if result and all(isinstance(b, dict) and b.get("type") == "text" for b in result):
-            return hit_count(result[0].get("text"))
+            return hit_count(result[0].get("text"), text)
         return len(result)
     if isinstance(result, dict):
         for k in ("results", "experiences", "hits", "items"):
@@ -156,8 +164,21 @@ def hit_count(result: Any) -> int | None:
             if isinstance(v, int) and not isinstance(v, bool) and v >= 0:
                 return v
         if isinstance(result.get("content"), list):
-            return hit_count(result["content"])
+            return hit_count(result["content"], text)
     return None
+
+
+_TOOL_CALLS = frozenset({"after_tool_call", "PostToolUse"})
+"""The hook events :func:`tool_call` reads (a kb call's success)."""
+
+
+def _result(ev: HookEvent) -> Any:
+    """The tool result of a tool call, as its payload holds it (unscrubbed)."""
+    raw = ev.raw or {}
+    if ev.native_event == "after_tool_call":
+        event = raw.get("event")
+        return event.get("result") if isinstance(event, dict) else None
+    return raw.get("tool_response")
 
 
 _HOOK_ONLY = frozenset({"before_agent_start", "before_prompt_build", "agent_end"})
@@ -186,10 +207,12 @@ class KbDeriver:
         if hook_only:  # the record reads the ctx alone: scrubbing it gives what scrubbing the whole payload gives there
             found = (ev.raw or {}).get("ctx")
             ctx = scrub_value(found, mode) if isinstance(found, dict) else {}
+        elif ev.native_event in _TOOL_CALLS and ev.source != "knowhub":
+            return self._tool_call(ev, scrub_kb_call(ev, mode))
         else:
             ev = scrub_kb_event(ev, mode)  # a no-op when `hivestream produce` scrubbed it already
             if ev.source == "knowhub":
-                return [self._with_counts(self._kb_line(ev), ev)]
+                return [self._with_counts(self._kb_line(ev), ev.raw, knowhub=True)]
             found = (ev.raw or {}).get("ctx")
             ctx = found if isinstance(found, dict) else {}
         raw = ev.raw or {}
@@ -205,36 +228,51 @@ class KbDeriver:
                 return out
             chat = build_messages([m for m in messages if isinstance(m, dict)], redactor=lambda s: redact(s, mode).text)
             return [*out, ExtractionRequest(ev.event_id, ev.event_time_ms, agent, session_key, chat)]
-        call = tool_call(ev)
+        return []
+
+    def _tool_call(self, ev: HookEvent, raw: dict[str, Any]) -> list[Derived]:
+        """The KnowHub event of a tool call (none unless a successful kb call); ``raw`` is
+        :func:`~streams.redaction.scrub.scrub_kb_call`'s view of its payload, the result read from
+        ``ev.raw`` and scrubbed where :func:`hit_count` reads it as JSON."""
+        mode = self.settings.privacy_mode
+        call = tool_call(ev, raw)
         if call is None:
             return []
-        tool, args_raw, result, call_agent = call
+        tool, args_raw, _, call_agent = call
+        found = raw.get("ctx")
+        ctx = found if isinstance(found, dict) else {}
+        agent = safe_text(str(ctx.get("agentId") or ""), mode)
         args = _args(args_raw)
         caller = call_agent or agent or ev.source
         agent_id = safe_text(str((args.get("agent_id") if tool == "kb_submit" else None) or caller), mode)
-        session_key = safe_text(ev.session if ev.source != "openclaw" else session_key, mode)
+        session_key = safe_text(ev.session if ev.source != "openclaw" else str(ctx.get("sessionKey") or ev.session), mode)
         eid = stable_id(ev.event_id, tool)
         if tool == "kb_submit":
             return [self._with_counts(build_experience(args, event_id=eid, event_time_ms=ev.event_time_ms, settings=self.settings, agent_id=agent_id,
                                                        submitted_by=str(args.get("submitted_by") or ""), session_key=session_key,
-                                                       source_tool=str((ev.raw or {}).get("tool_name") or "kb_submit"), runtime=ev.source), ev)]
+                                                       source_tool=str(raw.get("tool_name") or "kb_submit"), runtime=ev.source), raw)]
         if tool == "kb_search":
             q = args.get("query", args.get("q", ""))
             filt = args.get("agent_id")
+            try:  # the result as scrub_kb_event would have left it: scrubbed where it is read as JSON
+                hits = hit_count(_result(ev), (lambda s: scrub_value(s, mode)) if is_kb_relevant(ev) else None)
+            except RecursionError:
+                raise RejectedInput(Reason.WRONG_SHAPE, "KnowHub payload is nested too deeply to redact") from None
             return [KbSearchPerformed(event_id=eid, event_time_ms=ev.event_time_ms, session_key=session_key, agent_id=agent_id,
                                       query=safe_text(str(q), mode)[:4000], agent_filter=safe_text(str(filt), mode) if filt else None,
-                                      hit_count=hit_count(result), runtime=ev.source)]
+                                      hit_count=hits, runtime=ev.source)]
         ref = args.get("id", args.get("experience_id", args.get("ref", "")))
         return [KbContentFetched(event_id=eid, event_time_ms=ev.event_time_ms, session_key=session_key, agent_id=agent_id,
                                  experience_ref=safe_text(str(ref), mode)[:400], runtime=ev.source)]
 
     @staticmethod
-    def _with_counts(built: KbEvent, ev: HookEvent) -> KbEvent:
-        """Add the replacements made before this step to an experience event's own: those the ingest
-        scrub counted, and for a KnowHub line redacted earlier (``kb submit``) the ``redactions`` it carries."""
-        prior = Counter(prior_counts(ev.raw))
-        if ev.source == "knowhub":
-            prior.update(prior_counts(ev.raw, "redactions"))
+    def _with_counts(built: KbEvent, raw: dict[str, Any] | None, *, knowhub: bool = False) -> KbEvent:
+        """Add the replacements made before this step to an experience event's own: those the scrub
+        counted (in its scrubbed ``raw``), and for a KnowHub line redacted earlier (``kb submit``) the
+        ``redactions`` it carries."""
+        prior = Counter(prior_counts(raw))
+        if knowhub:
+            prior.update(prior_counts(raw, "redactions"))
         if not prior or not isinstance(built, ExperienceSubmitted | ExperienceExtracted):
             return built
         merged = Counter(built.redactions)

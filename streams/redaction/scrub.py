@@ -204,6 +204,52 @@ def _scrub_event(ev: HookEvent, raw: dict[str, Any], mode: RedactionMode) -> Hoo
     return ev.model_copy(update={"raw": out})
 
 
+_CALL_CTX = ("agentId", "sessionKey", "toolName")
+_CALL_EVENT = ("toolName", "params", "error")
+_CALL_TOP = ("tool_name", "tool_input", "agent_id", COUNTS_KEY)
+
+
+def scrub_kb_call(ev: HookEvent, mode: RedactionMode) -> dict[str, Any]:
+    """The part of a tool call's payload (OpenClaw ``after_tool_call``, ``PostToolUse``) that the
+    KnowHub derivation reads, each value as :func:`scrub_kb_event` gives it, the tool result left out.
+
+    Shape: ``{"ctx": {agentId, sessionKey, toolName}, "event": {toolName, params, error},
+    tool_name, tool_input, agent_id, hivestream_redactions}``, each key only where the payload has
+    it (``ctx`` / ``event`` only when they are objects). The scrub of a payload is per value (keys
+    kept), so every value here equals the same path of ``scrub_kb_event(ev, mode).raw``, and the
+    counts are the same (the arguments' replacements plus the prior ones). A payload
+    ``scrub_kb_event`` leaves alone (relaxed mode, not KnowHub-relevant) is returned as it is.
+    What this leaves out is not walked: a result, ids and paths (most of a call's strings, and the
+    ones a memo cannot hold) cost nothing here; the caller scrubs what it reads of the result
+    (:func:`streams.experiences.from_hooks.hit_count`), and a part nested too deeply that the call
+    does not read is no longer a reason to reject it.
+
+    Raises:
+        RejectedInput: ``wrong_shape`` for a part read here nested past the recursion limit.
+    """
+    raw = ev.raw
+    if mode is RedactionMode.RELAXED or raw is None or not is_kb_relevant(ev):
+        return raw or {}
+    try:
+        counts: Counter[str] = Counter(prior_counts(raw))
+        out: dict[str, Any] = {}
+        ctx, event = raw.get("ctx"), raw.get("event")
+        if isinstance(ctx, dict):
+            out["ctx"] = {k: _scrub(ctx[k], mode, None) for k in _CALL_CTX if k in ctx}
+        counted_params = ev.native_event == "after_tool_call" and isinstance(event, dict) and "params" in event
+        if isinstance(event, dict):
+            out["event"] = {k: (_scrub_args(event[k], mode, counts) if k == "params" and counted_params else _scrub(event[k], mode, None))
+                            for k in _CALL_EVENT if k in event}
+        counted_input = ev.native_event == "PostToolUse" and not counted_params
+        for k in _CALL_TOP[:-1]:
+            if k in raw:
+                out[k] = _scrub_args(raw[k], mode, counts) if k == "tool_input" and counted_input else _scrub(raw[k], mode, None)
+    except RecursionError:
+        raise RejectedInput(Reason.WRONG_SHAPE, "KnowHub payload is nested too deeply to redact") from None
+    out[COUNTS_KEY] = dict(sorted((k, v) for k, v in counts.items() if v))
+    return out
+
+
 def prior_counts(raw: dict[str, Any] | None, key: str = COUNTS_KEY) -> dict[str, int]:
     """The replacement counts a payload carries under ``key`` (default: the scrub's own): the entries
     whose kind is a :class:`~streams.redaction.rules.PiiKind` value and whose count is a positive

@@ -44,7 +44,7 @@ from streams.experiences.events import ExperienceExtracted, KbEvent, kb_key
 from streams.experiences.extract import ChatClient, Completer
 from streams.experiences.from_hooks import ExtractionRequest, KbDeriver
 from streams.experiences.settings import KbSettings
-from streams.experiences.steps import might_be_kb, redacted_dead_letter, route_kb_record, run_extraction
+from streams.experiences.steps import redacted_dead_letter, route_kb_record, run_extraction
 from streams.frames.capture import Capture
 from streams.frames.changelog import PartitionChangelog
 from streams.frames.codec import frame_event_to_json
@@ -252,7 +252,7 @@ def create_app(
                 call = memory_call_of(ev, memory_rules)
                 if call is not None:
                     put(calls_topic, p, call.session.encode(), call.to_json())
-            if deriver is not None and ev is not None and might_be_kb(raw):
+            if deriver is not None and ev is not None:  # route_kb_record skips a record that cannot be a kb one (might_be_kb)
                 for kb in route_kb_record(raw, pos, deriver, now, decoded=ev):
                     put_kb(kb)
 
