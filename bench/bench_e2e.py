@@ -214,7 +214,7 @@ def kafka_path(bootstrap: str, log: Path, lines: int, d: Path, partitions: int, 
         deadline = time.monotonic() + timeout_s
         t0 = time.perf_counter()
         prod = spawn("produce", bootstrap, ["produce", str(log), "--namespace", ns, "--jobs", str(jobs)])
-        produced_s = targets = None
+        produced_s = targets = lag0_s = None
         caught = False
         while not caught:
             for p in (*procs, prod):
@@ -228,6 +228,7 @@ def kafka_path(bootstrap: str, log: Path, lines: int, d: Path, partitions: int, 
             positions = snapshot_positions(db, seen)
             if produced_s is not None and targets is None and _lag(bootstrap, group, t.hook_events, 1) == 0:
                 targets = end_offsets(bootstrap, [t.frames, t.dead_letter, t.memory_calls])
+                lag0_s = time.perf_counter() - t0
                 seen.clear()  # read the current snapshot again against the targets
                 positions = snapshot_positions(db, seen)
             if targets is not None and positions is not None:
@@ -243,7 +244,7 @@ def kafka_path(bootstrap: str, log: Path, lines: int, d: Path, partitions: int, 
     finally:
         for p in procs:
             stop(p.popen)
-    figs = {"wall": wall, "rate": lines / wall, "cpu_us": cpu / lines * 1e6, "produce_s": produced_s or 0.0,
+    figs = {"wall": wall, "rate": lines / wall, "cpu_us": cpu / lines * 1e6, "produce_s": produced_s or 0.0, "lag0_s": lag0_s or 0.0,
             "frames": sum(targets.values()) if targets else 0}
     figs.update({f"cpu:{name}": c / lines * 1e6 for name, c in each.items()})
     for p in (*procs, prod):
@@ -316,8 +317,9 @@ def main() -> None:
             mismatches += [f"run {i + 1}: {x}" for x in diff]
             kafka.append(k)
             runs.append(r)
-            print(f"run {i + 1}: Kafka path {k['wall']:.2f} s (produce exited at {k['produce_s']:.2f} s), hivestream run {r['wall']:.2f} s, "
-                  f"ratio {k['wall'] / r['wall']:.2f}; tables {'equal' if not diff else 'DIFFER: ' + '; '.join(diff)}", flush=True)
+            print(f"run {i + 1}: Kafka path {k['wall']:.2f} s (produce exited at {k['produce_s']:.2f} s, the workers' lag 0 at {k['lag0_s']:.2f} s), "
+                  f"hivestream run {r['wall']:.2f} s, ratio {k['wall'] / r['wall']:.2f}; tables {'equal' if not diff else 'DIFFER: ' + '; '.join(diff)}",
+                  flush=True)
 
     def rss(figs: list[dict[str, float]]) -> str:
         keys = sorted({k for f in figs for k in f if k.startswith("rss:")})
