@@ -38,3 +38,14 @@ def test_a_quiet_stream_is_published_after_every_s_whatever_the_last_copy_took()
     assert not p.due(104.9, quiet=True)
     assert p.due(105.0, quiet=True)
     assert not p.due(105.0, quiet=False)
+
+
+def test_a_copy_cut_under_load_is_followed_by_one_at_once_when_the_stream_goes_quiet() -> None:
+    p = SnapshotPacing(2.0)
+    p.published(100.0, 0.3, quiet=False)  # records were in flight: this copy is not the burst's end
+    assert not p.due(100.5, quiet=False)
+    assert p.due(100.5, quiet=True)  # the burst ended: its end is published now, not at 102.3
+    p.published(100.5, 0.3, quiet=True)
+    assert not p.due(101.0, quiet=True)  # a trickle of quiet copies keeps every_s
+    assert not p.due(102.7, quiet=True)
+    assert p.due(102.8, quiet=True)

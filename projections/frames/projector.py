@@ -232,7 +232,7 @@ class Projector:
                     dirty = dirty or bool(n)
                     if dirty and pacing.due(now, quiet=batch is None):
                         publish_snapshot(self.sink, self.clock())
-                        pacing.published(now, time.monotonic() - now)
+                        pacing.published(now, time.monotonic() - now, quiet=batch is None)
                         dirty = False
                     if self.snapshot_every_s and not dirty and now - last_beat >= self.snapshot_every_s:
                         write_heartbeat(self.sink, self.clock())

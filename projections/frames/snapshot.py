@@ -4,8 +4,8 @@ DuckDB lets no second process open a file a writer holds, even read-only (DESIGN
 writer (``hivestream project``, ``hivestream serve``) publishes a consistent copy now and then.
 A copy reads the whole file, so its cost grows with the projection: :class:`SnapshotPacing` keeps
 the copies to a bounded share of the writer's time (the gap after a copy is at least
-``SNAPSHOT_GAP_PER_COPY_S`` times the copy's own duration) and publishes promptly once the
-stream is quiet, so a caught-up projection is readable within ``every_s``.
+``SNAPSHOT_GAP_PER_COPY_S`` times the copy's own duration) and publishes at once when a burst
+ends, so a caught-up projection is readable one copy after its last write.
 """
 
 from __future__ import annotations
@@ -41,25 +41,32 @@ class SnapshotPacing:
         every_s: least seconds between two snapshots (0: never).
 
     While records keep coming, the gap after a copy that took ``t`` seconds is
-    ``max(every_s, SNAPSHOT_GAP_PER_COPY_S * t)``; once the stream is quiet (nothing polled,
-    nothing being written) it is ``every_s`` again. The same rule as Flink's
-    ``execution.checkpointing.min-pause`` sized by the last checkpoint's duration.
+    ``max(every_s, SNAPSHOT_GAP_PER_COPY_S * t)`` (the same rule as Flink's
+    ``execution.checkpointing.min-pause`` sized by the last checkpoint's duration). Once the
+    stream is quiet (nothing polled, nothing being written), a copy is due at once if the last one
+    was cut while records were in flight (the burst it was cut from has ended, and readers get
+    its end now, not up to ``every_s`` later: one more copy per busy one at most), else
+    ``every_s`` after the last.
     """
 
     every_s: float
     _at: float = float("-inf")
     _gap: float = 0.0
+    _cut_busy: bool = False
 
     def due(self, now: float, *, quiet: bool) -> bool:
         """Whether a snapshot is due at ``now`` (``quiet``: the stream has nothing in flight)."""
         if self.every_s <= 0:
             return False
+        if quiet and self._cut_busy:
+            return True
         return now - self._at >= (self.every_s if quiet else max(self.every_s, self._gap))
 
-    def published(self, started: float, took_s: float) -> None:
-        """A copy started at ``started`` took ``took_s`` seconds."""
+    def published(self, started: float, took_s: float, *, quiet: bool = True) -> None:
+        """A copy started at ``started`` took ``took_s`` seconds; ``quiet``: nothing was in flight when it started."""
         self._at = started + took_s
         self._gap = SNAPSHOT_GAP_PER_COPY_S * took_s
+        self._cut_busy = not quiet
 
 
 def write_heartbeat(sink: DuckSinkLike, checked_at_ms: int) -> None:
