@@ -185,6 +185,14 @@ _HOOK_ONLY = frozenset({"before_agent_start", "before_prompt_build", "agent_end"
 """OpenClaw plugin hooks that become a :class:`KbPluginHook` record, which is their whole KnowHub record (``agent_end``'s too when extraction is off)."""
 
 
+def may_derive(ev: HookEvent) -> bool:
+    """False when :meth:`KbDeriver.derive` gives nothing for ``ev`` whatever its payload: it is no
+    KnowHub line, no tool call and no OpenClaw plugin hook (:func:`~streams.redaction.scrub.is_kb_relevant`).
+    Reads the event's fields only (no payload bytes), so it costs nothing beside the decode; the
+    frames path's captures, which are most of ``hook-events``, stop here."""
+    return ev.native_event in _TOOL_CALLS or is_kb_relevant(ev)
+
+
 class KbDeriver:
     """Derives KnowHub events from hook events.
 
@@ -202,6 +210,8 @@ class KbDeriver:
             RejectedInput: a kb call or KnowHub line that cannot become an event (detail
                 redacted in strict mode).
         """
+        if not may_derive(ev):
+            return []
         mode = self.settings.privacy_mode
         hook_only = ev.source == "openclaw" and ev.native_event in _HOOK_ONLY and not (ev.native_event == "agent_end" and self.settings.extraction_enabled)
         if hook_only:  # the record reads the ctx alone: scrubbing it gives what scrubbing the whole payload gives there

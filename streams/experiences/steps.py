@@ -30,15 +30,6 @@ from streams.redaction.scrub import scrub_value
 
 log = logging.getLogger(__name__)
 
-def might_be_kb(raw: bytes | None) -> bool:
-    """A cheap pre-filter: False when ``raw`` cannot hold a kb call, plugin hook or KnowHub line
-    (it holds none of ``"hook"``, ``kb_``, ``kb-``, ``experience-``, ``KB_``, ``Kb_``; written out,
-    not a loop over them: this runs for every record of ``hook-events``)."""
-    if not raw:
-        return False
-    return b'"hook"' in raw or b"kb_" in raw or b"kb-" in raw or b"experience-" in raw or b"KB_" in raw or b"Kb_" in raw
-
-
 def redact_original(raw: bytes, mode: RedactionMode) -> bytes:
     """``raw`` as a dead letter may keep it: in strict mode a JSON record has every string value
     redacted (escaped text inside JSON would slip past a redaction of the raw text), anything
@@ -76,8 +67,6 @@ def route_kb_record(raw: bytes | None, pos: Position, deriver: KbDeriver, now_ms
             which has no frames path, reports them itself.
     """
     mode = deriver.settings.privacy_mode
-    if not report_bad_records and not might_be_kb(raw):
-        return []
     data = raw or b""
     try:
         if not data.strip():

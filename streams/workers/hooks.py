@@ -248,11 +248,11 @@ def create_app(
                 put(frames_topic, p, res.key.encode(), frame_event_to_json(core.process(res)))  # frames has the partitions of hook-events
             elif isinstance(res, DeadLetter):
                 pending.append((res, topics.dead_letter))
-            elif memory_rules is not None and ev is not None and (b"PostToolUse" in raw or b"after_tool_call" in raw):
+            elif memory_rules is not None and ev is not None:  # memory_call is None at once for any other hook event
                 call = memory_call_of(ev, memory_rules)
                 if call is not None:
                     put(calls_topic, p, call.session.encode(), call.to_json())
-            if deriver is not None and ev is not None:  # route_kb_record skips a record that cannot be a kb one (might_be_kb)
+            if deriver is not None and ev is not None:  # derive stops at once for a record that cannot be a kb one (may_derive)
                 for kb in route_kb_record(raw, pos, deriver, now, decoded=ev):
                     put_kb(kb)
 
