@@ -50,6 +50,7 @@ from projections.frames.analytics import ANALYTICS_QUERIES, MEMORY_QUERIES
 from projections.frames.queries import QUERIES
 from projections.frames.sink import MetaMismatch
 from projections.named_query import NamedQuery, run_query
+from streams.gc_tuning import tune_gc
 from streams.importers.ordered_pool import auto_jobs
 from streams.kafka.connection import KafkaConnection
 from streams.model.body_hash import KeyStrategy
@@ -172,6 +173,7 @@ def run(
     if jobs is None:
         jobs = 0 if logs else auto_jobs(paths)
     kb_report = None
+    tune_gc()  # streams.gc_tuning: the runner's dedup state is most of what a full collection walks
     try:
         with err.status("running…") as status:
             if logs:  # a serve log: frames and KnowHub, as serve writes them (the import runs in this process)
@@ -524,6 +526,7 @@ def project(
     sink, proj = _projector(s, kafka_connection(bootstrap, kafka_config), db, frames_version, snapshot_every_s)
     assert isinstance(sink, DuckSink) and isinstance(proj, Projector)
     should_stop = stop_on_signals()
+    tune_gc()
     try:
         rep = proj.run(idle_exit_s=idle_exit_s, should_stop=should_stop)
     finally:

@@ -16,6 +16,7 @@ from typing import IO, Any
 
 import faust
 
+from streams.gc_tuning import tune_gc
 from streams.kafka.batch_delivery import BatchDeliveryConsumer
 from streams.kafka.clients import faust_app
 from streams.kafka.connection import ConnectionLike
@@ -142,4 +143,5 @@ def run_app(app: faust.App, loglevel: str = "warning") -> None:
             logger.setLevel(level)
             scrub_logging(logger)  # no remembered secret in any log line (streams.kafka.errors.ScrubSecrets)
 
+    tune_gc()  # the app is built: it and the modules leave the collector's sight (streams.gc_tuning)
     _Worker(app, loglevel=loglevel, quiet=True).execute_from_commandline()
