@@ -147,3 +147,14 @@ def test_a_deep_result_of_a_search_is_rejected_not_a_crash() -> None:
     ev = HookEvent(schema_version=1, event_id="e1", source="openclaw", event_type="x", native_event="after_tool_call", session="s",
                    event_time_ms=1, raw={"ctx": {}, "event": {"toolName": "kb_search", "params": {"query": "q"}, "result": deep}})
     assert outcome(KbDeriver(KbSettings()), ev)[:2] == ("rejected", Reason.WRONG_SHAPE)
+
+
+def test_a_tuple_result_counts_as_the_list_the_whole_scrub_made_of_it() -> None:
+    """An event built in Python may hold tuples: the whole scrub made them lists (which hit_count
+    counts), and relaxed mode left them tuples (which it does not)."""
+    for result in [("a", "b"), {"results": (1, 2, 3)}, {"content": ({"type": "text", "text": "[1, 2]"},)}]:
+        ev = HookEvent(schema_version=1, event_id="e1", source="claude-code", event_type="x", native_event="PostToolUse", session="s",
+                       event_time_ms=1, raw={"tool_name": "kb_search", "tool_input": {"query": CASES[0].text}, "tool_response": result})
+        for mode in (STRICT, RedactionMode.RELAXED):
+            deriver = KbDeriver(KbSettings(privacy_mode=mode))
+            assert outcome(deriver, ev) == outcome(deriver, scrub_kb_event(ev, mode)), (result, mode)

@@ -44,7 +44,7 @@ from streams.experiences.extract import build_messages
 from streams.experiences.settings import KbSettings
 from streams.model.deadletter import Reason, RejectedInput
 from streams.model.events import HookEvent, stable_id
-from streams.redaction.redact import redact
+from streams.redaction.redact import RedactionMode, redact
 from streams.redaction.scrub import COUNTS_KEY, is_kb_relevant, prior_counts, scrub_kb_call, scrub_kb_event, scrub_value
 
 _SPLIT = re.compile(r"__|[./:]")
@@ -144,26 +144,28 @@ def hit_count(result: Any, text: Callable[[str], Any] | None = None) -> int | No
     ``text``: applied to a string of ``result`` before it is read as JSON (the strict scrub, so an
     unscrubbed result counts as its scrubbed self would: the scrub keeps every type, length, number
     and key, and ``"text"`` is ``"text"`` scrubbed or not, so only the strings read as JSON can
-    differ); not applied inside what a string held.
+    differ; and a tuple, which the scrub makes a list, is read as one); not applied inside what a
+    string held.
     """
+    seq = list if text is None else (list, tuple)
     if isinstance(result, str):
         try:
             return hit_count(json.loads(result if text is None else text(result)))
         except (ValueError, RecursionError):
             return None
-    if isinstance(result, list):
+    if isinstance(result, seq):
         if result and all(isinstance(b, dict) and b.get("type") == "text" for b in result):
             return hit_count(result[0].get("text"), text)
         return len(result)
     if isinstance(result, dict):
         for k in ("results", "experiences", "hits", "items"):
-            if isinstance(result.get(k), list):
+            if isinstance(result.get(k), seq):
                 return len(result[k])
         for k in ("count", "total", "hit_count"):
             v = result.get(k)
             if isinstance(v, int) and not isinstance(v, bool) and v >= 0:
                 return v
-        if isinstance(result.get("content"), list):
+        if isinstance(result.get("content"), seq):
             return hit_count(result["content"], text)
     return None
 
@@ -265,7 +267,7 @@ class KbDeriver:
             q = args.get("query", args.get("q", ""))
             filt = args.get("agent_id")
             try:  # the result as scrub_kb_event would have left it: scrubbed where it is read as JSON
-                hits = hit_count(_result(ev), (lambda s: scrub_value(s, mode)) if is_kb_relevant(ev) else None)
+                hits = hit_count(_result(ev), (lambda s: scrub_value(s, mode)) if mode is not RedactionMode.RELAXED and is_kb_relevant(ev) else None)
             except RecursionError:
                 raise RejectedInput(Reason.WRONG_SHAPE, "KnowHub payload is nested too deeply to redact") from None
             return [KbSearchPerformed(event_id=eid, event_time_ms=ev.event_time_ms, session_key=session_key, agent_id=agent_id,
