@@ -222,7 +222,10 @@ def scrub_kb_call(ev: HookEvent, mode: RedactionMode) -> dict[str, Any]:
     What this leaves out is not walked: a result, ids and paths (most of a call's strings, and the
     ones a memo cannot hold) cost nothing here; the caller scrubs what it reads of the result
     (:func:`streams.experiences.from_hooks.hit_count`), and a part nested too deeply that the call
-    does not read is no longer a reason to reject it.
+    does not read is no longer a reason to reject it; how deep a part it reads may be follows the
+    code that reads it (the whole scrub spent three stack frames per level of MCP ``content``
+    blocks in a result, ``hit_count`` two, so such a result 300–450 levels deep is now counted,
+    not dead-lettered).
 
     Raises:
         RejectedInput: ``wrong_shape`` for a part read here nested past the recursion limit.
