@@ -154,8 +154,7 @@ BatchOpt = Annotated[int | None, typer.Option("--batch-size", help="captures per
 
 @app.command()
 def run(
-    files: Annotated[list[Path], typer.Argument(help="session files, hook-event JSONL, directories of them, or a serve log directory",
-                                                exists=True, dir_okay=True)],
+    files: Annotated[list[Path], typer.Argument(help="session files, hook-event JSONL, directories of them, or a serve log directory")],
     db: Annotated[Path, typer.Option("--db", help="DuckDB file to write")] = Path("hivestream.duckdb"),
     gateway: Annotated[bool, typer.Option("--gateway/--no-gateway", help="also emit the OpenClaw gateway's double capture")] = False,
     window_ms: WindowOpt = None,
@@ -342,7 +341,7 @@ def main() -> None:
 # --- the Kafka path -----------------------------------------------------------------------
 @app.command()
 def produce(
-    files: Annotated[list[Path], typer.Argument(help="session files, directories or hook-event JSONL, or a serve log directory", exists=True)],
+    files: Annotated[list[Path], typer.Argument(help="session files, directories or hook-event JSONL, or a serve log directory")],
     gateway: Annotated[bool, typer.Option("--gateway/--no-gateway", help="also emit the OpenClaw gateway's double capture")] = False,
     bootstrap: BootstrapOpt = None,
     kafka_config: KafkaConfigOpt = None,
@@ -419,9 +418,12 @@ def _produce_logs(logs: list[Path], conn: KafkaConnection, t: object) -> None:
 def _expand(files: list[Path]) -> list[Path]:
     """Files as given; a serve log directory as it is; other directories expand to their ``*.jsonl`` files
     (:func:`hivestream.cli.inputs.expand_jsonl`; the other files are named on stderr; exit 2 when a directory holds none)."""
-    from hivestream.cli.inputs import expand_jsonl
+    from hivestream.cli.inputs import expand_jsonl, missing
     from streams.ingest.hook_log import is_log_dir
 
+    if (problem := missing(files)) is not None:
+        err.print(f"[red]error:[/] {escape(problem)}", soft_wrap=True, highlight=False)
+        raise typer.Exit(2)
     paths: list[Path] = []
     for f in files:
         if is_log_dir(f):

@@ -6,6 +6,20 @@ from collections.abc import Iterable
 from pathlib import Path
 
 
+def missing(files: Iterable[Path]) -> str | None:
+    """The one-line error for the first of ``files`` that does not exist (or cannot be looked at),
+    else None. The file commands check this themselves rather than with Typer's ``exists=True``,
+    whose error is a boxed usage screen, not the one line every other bad input gets. Raises nothing."""
+    for f in files:
+        try:
+            if f.exists():
+                continue
+        except OSError as e:  # a path too long or not allowed to look at
+            return f"cannot read {f}: {e.strerror or type(e).__name__}"
+        return f"no such file or directory: {f}"
+    return None
+
+
 def expand_jsonl(files: Iterable[Path]) -> tuple[list[Path], list[Path]]:
     """The files to read for ``files`` and the files that were left out.
 

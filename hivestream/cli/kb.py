@@ -119,13 +119,16 @@ def _emit(ev: KbEvent, db: Path, kafka: bool, bootstrap: str | None, namespace: 
 
 @kb_app.command()
 def run(
-    files: Annotated[list[Path], typer.Argument(help="hook-event JSONL files or directories of them (and KnowHub event lines), in order",
-                                                exists=True)],
+    files: Annotated[list[Path], typer.Argument(help="hook-event JSONL files or directories of them (and KnowHub event lines), in order")],
     db: DbOpt = Path("hivestream.duckdb"),
 ) -> None:
     """Embedded: derive KnowHub events from hook-event files and project them (extraction when HIVESTREAM_KB_EXTRACTION_ENABLED=1)."""
+    from hivestream.cli.inputs import missing
     from hivestream.embedded.experiences import run_kb_files
     from streams.experiences.extract import ChatClient
+
+    if (problem := missing(files)) is not None:
+        _fail(problem)
 
     s = KbSettings()
     try:

@@ -12,6 +12,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from hivestream.cli.kafka_opts import (
     SERVICE_TOPIC_WAIT_S,
@@ -63,7 +64,7 @@ def topics(bootstrap: BootstrapOpt = None, kafka_config: KafkaConfigOpt = None, 
 
 
 def produce(
-    files: Annotated[list[Path], typer.Argument(help="stub event logs (JSONL), in order", exists=True, dir_okay=False)],
+    files: Annotated[list[Path], typer.Argument(help="stub event logs (JSONL), in order")],
     bootstrap: BootstrapOpt = None,
     kafka_config: KafkaConfigOpt = None,
     namespace: NamespaceOpt = None,
@@ -71,7 +72,13 @@ def produce(
     replication_factor: ReplicationOpt = None,
 ) -> None:
     """Send stub logs to the stub-events topic (keyed by channel; global stub events to every partition)."""
+    from hivestream.cli.inputs import missing
     from streams.kafka.topics import Topics
+
+    problem = missing(files) or next((f"{f} is a directory: name the stub log files" for f in files if f.is_dir()), None)
+    if problem is not None:
+        err.print(f"[red]error:[/] {escape(problem)}", soft_wrap=True, highlight=False)
+        raise typer.Exit(2)
     from streams.stubs.produce import produce_stub_logs
 
     s = kafka_settings(namespace, partitions, replication_factor=replication_factor)
