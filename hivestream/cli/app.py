@@ -377,6 +377,7 @@ def produce(
         return
     if jobs is None:
         jobs = auto_jobs(paths)
+    tune_gc()
     t0 = _time.monotonic()
     with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=err, transient=True) as prog:
         task = prog.add_task("producing", total=None)
