@@ -13,7 +13,7 @@ def test_tune_gc_freezes_what_is_alive_and_makes_full_collections_rarer() -> Non
         tune_gc()
         assert gc.get_freeze_count() > 1000  # the modules and objects of this test process
         assert gc.get_threshold() == (before[0], before[1], FULL_COLLECTION_EVERY)
-        assert before[2] < FULL_COLLECTION_EVERY
+        assert FULL_COLLECTION_EVERY == 10 * 10  # ten times CPython's default (an earlier in-process command may have set it already)
         gc.collect()  # a full collection still runs when asked, and frees what it finds
         cycle: list[object] = []
         cycle.append(cycle)
