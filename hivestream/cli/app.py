@@ -362,12 +362,12 @@ def produce(
     from streams.model.clock import wall_clock_ms
     from streams.produce.producer import produce_files
 
+    paths = _expand(files)  # a bad input path is reported before any broker is asked
     quiet_client_logs()
     s = kafka_settings(namespace, partitions, replication_factor=replication_factor)
     conn = kafka_connection(bootstrap, kafka_config)
     t = Topics(s.topic_namespace)
     create_topics(conn, s, t.specs(s.partitions))
-    paths = _expand(files)
     logs = [p for p in paths if is_log_dir(p)]
     if logs and len(logs) != len(paths):
         err.print("[red]error:[/] produce a serve log on its own (not mixed with files)")
