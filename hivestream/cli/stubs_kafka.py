@@ -74,12 +74,12 @@ def produce(
     """Send stub logs to the stub-events topic (keyed by channel; global stub events to every partition)."""
     from hivestream.cli.inputs import missing
     from streams.kafka.topics import Topics
+    from streams.stubs.produce import produce_stub_logs
 
     problem = missing(files) or next((f"{f} is a directory: name the stub log files" for f in files if f.is_dir()), None)
     if problem is not None:
         err.print(f"[red]error:[/] {escape(problem)}", soft_wrap=True, highlight=False)
         raise typer.Exit(2)
-    from streams.stubs.produce import produce_stub_logs
 
     s = kafka_settings(namespace, partitions, replication_factor=replication_factor)
     quiet_client_logs()

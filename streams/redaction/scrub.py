@@ -190,6 +190,11 @@ def scrub_kb_event(ev: HookEvent, mode: RedactionMode) -> HookEvent:
 
 
 def _scrub_event(ev: HookEvent, raw: dict[str, Any], mode: RedactionMode) -> HookEvent:
+    return ev.model_copy(update={"raw": _scrubbed_raw(ev, raw, mode)})
+
+
+def _scrubbed_raw(ev: HookEvent, raw: dict[str, Any], mode: RedactionMode) -> dict[str, Any]:
+    """``raw`` scrubbed (one walk), the experience fields' replacements counted under :data:`COUNTS_KEY`."""
     counts: Counter[str] = Counter(prior_counts(raw))
     counted: dict[str, Any] = {}  # top-level key -> its scrubbed value, counted
     if ev.source == "knowhub":
@@ -201,24 +206,28 @@ def _scrub_event(ev: HookEvent, raw: dict[str, Any], mode: RedactionMode) -> Hoo
         counted["tool_input"] = _scrub_args(raw["tool_input"], mode, counts)
     out = {k: (counted[k] if k in counted else _scrub(v, mode, None)) for k, v in raw.items() if k != COUNTS_KEY}
     out[COUNTS_KEY] = dict(sorted((k, v) for k, v in counts.items() if v))
-    return ev.model_copy(update={"raw": out})
+    return out
 
 
-_CALL_CTX = ("agentId", "sessionKey", "toolName")
-_CALL_EVENT = ("toolName", "params", "error")
-_CALL_TOP = ("tool_name", "tool_input", "agent_id", COUNTS_KEY)
+_CALL_PARTS: dict[str, tuple[str, ...] | None] = {
+    "ctx": ("agentId", "sessionKey", "toolName"), "event": ("toolName", "params", "error"),
+    "tool_name": None, "tool_input": None, "agent_id": None, COUNTS_KEY: None,
+}
+"""What the KnowHub derivation reads of a tool call's payload: a key's value whole (None), or the named keys of an object value."""
 
 
 def scrub_kb_call(ev: HookEvent, mode: RedactionMode) -> dict[str, Any]:
     """The part of a tool call's payload (OpenClaw ``after_tool_call``, ``PostToolUse``) that the
-    KnowHub derivation reads, each value as :func:`scrub_kb_event` gives it, the tool result left out.
+    KnowHub derivation reads (:data:`_CALL_PARTS`), scrubbed as :func:`scrub_kb_event` scrubs the
+    whole payload, the tool result left out.
 
     Shape: ``{"ctx": {agentId, sessionKey, toolName}, "event": {toolName, params, error},
     tool_name, tool_input, agent_id, hivestream_redactions}``, each key only where the payload has
-    it (``ctx`` / ``event`` only when they are objects). The scrub of a payload is per value (keys
-    kept), so every value here equals the same path of ``scrub_kb_event(ev, mode).raw``, and the
-    counts are the same (the arguments' replacements plus the prior ones). A payload
-    ``scrub_kb_event`` leaves alone (relaxed mode, not KnowHub-relevant) is returned as it is.
+    it (``ctx`` / ``event`` only when they are objects). The payload is cut to these parts and then
+    scrubbed by the same walk as the whole one; the scrub is per value (keys kept) and the counted
+    branch depends only on keys the cut keeps, so every value here equals the same path of
+    ``scrub_kb_event(ev, mode).raw`` and the counts are the same. A payload ``scrub_kb_event``
+    leaves alone (relaxed mode, not KnowHub-relevant) is returned as it is.
     What this leaves out is not walked: a result, ids and paths (most of a call's strings, and the
     ones a memo cannot hold) cost nothing here; the caller scrubs what it reads of the result
     (:func:`streams.experiences.from_hooks.hit_count`), and a part nested too deeply that the call
@@ -233,24 +242,20 @@ def scrub_kb_call(ev: HookEvent, mode: RedactionMode) -> dict[str, Any]:
     raw = ev.raw
     if mode is RedactionMode.RELAXED or raw is None or not is_kb_relevant(ev):
         return raw or {}
+    cut: dict[str, Any] = {}
+    for k, keys in _CALL_PARTS.items():
+        v = raw.get(k, _ABSENT)
+        if keys is None and v is not _ABSENT:
+            cut[k] = v
+        elif keys is not None and isinstance(v, dict):
+            cut[k] = {s: v[s] for s in keys if s in v}
     try:
-        counts: Counter[str] = Counter(prior_counts(raw))
-        out: dict[str, Any] = {}
-        ctx, event = raw.get("ctx"), raw.get("event")
-        if isinstance(ctx, dict):
-            out["ctx"] = {k: _scrub(ctx[k], mode, None) for k in _CALL_CTX if k in ctx}
-        counted_params = ev.native_event == "after_tool_call" and isinstance(event, dict) and "params" in event
-        if isinstance(event, dict):
-            out["event"] = {k: (_scrub_args(event[k], mode, counts) if k == "params" and counted_params else _scrub(event[k], mode, None))
-                            for k in _CALL_EVENT if k in event}
-        counted_input = ev.native_event == "PostToolUse" and not counted_params
-        for k in _CALL_TOP[:-1]:
-            if k in raw:
-                out[k] = _scrub_args(raw[k], mode, counts) if k == "tool_input" and counted_input else _scrub(raw[k], mode, None)
+        return _scrubbed_raw(ev, cut, mode)
     except RecursionError:
         raise RejectedInput(Reason.WRONG_SHAPE, "KnowHub payload is nested too deeply to redact") from None
-    out[COUNTS_KEY] = dict(sorted((k, v) for k, v in counts.items() if v))
-    return out
+
+
+_ABSENT = object()
 
 
 def prior_counts(raw: dict[str, Any] | None, key: str = COUNTS_KEY) -> dict[str, int]:
