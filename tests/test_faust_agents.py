@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 import logging
@@ -54,8 +55,16 @@ class FakeProducer:
     def create_batch(self) -> FakeBatch:
         return FakeBatch()
 
-    async def send_batch(self, batch: FakeBatch, topic: str, *, partition: int) -> None:
+    async def send_batch(self, batch: FakeBatch, topic: str, *, partition: int) -> asyncio.Future[None]:
         self.sent += [(topic, partition, k, v) for k, v in batch.records]
+        return acknowledged()
+
+
+def acknowledged(*_args: Any, **_kwargs: Any) -> asyncio.Future[None]:
+    """The broker's answer to a send: acknowledged (aiokafka's delivery future, done)."""
+    fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    fut.set_result(None)
+    return fut
 
 
 def sent(h: Any, topic: str) -> list[bytes]:
@@ -67,7 +76,7 @@ def sent(h: Any, topic: str) -> list[bytes]:
 @pytest.fixture
 def h() -> Any:
     app = create_app(Settings(window_ms=60_000), connection="127.0.0.1:9", store="memory://", partitions=2)
-    app.app.producer.send = AsyncMock()
+    app.app.producer.send = AsyncMock(side_effect=acknowledged)
     app.fake = FakeProducer()  # type: ignore[attr-defined]
     app.app.producer._ensure_producer = lambda: app.fake  # type: ignore[attr-defined]
     return app
@@ -210,7 +219,7 @@ async def test_the_stub_worker_sends_its_dead_letters_before_a_commit() -> None:
     from streams.workers.stubs import create_stub_app
 
     s = create_stub_app(Settings(), MatchPolicy(), connection="127.0.0.1:9", partitions=1, store="memory://")
-    s.app.producer.send = AsyncMock()  # type: ignore[method-assign]
+    s.app.producer.send = AsyncMock(side_effect=acknowledged)  # type: ignore[method-assign]
     fake = FakeProducer()
     s.app.producer._ensure_producer = lambda: fake  # type: ignore[attr-defined]
     on_records, after = batch_topics(s.app)[s.topics.stub_events]
@@ -247,7 +256,7 @@ async def test_a_body_event_key_that_starts_like_a_marker_is_restored_with_its_p
     next owner restores that key's entry like any other (it is no marker), so the next capture of
     the body touches the first capture's frame (with the entry dropped it made a frame of its own)."""
     h = create_app(Settings(window_ms=60_000, key_strategy="body+event"), connection="127.0.0.1:9", store="memory://", partitions=2)
-    h.app.producer.send = AsyncMock()
+    h.app.producer.send = AsyncMock(side_effect=acknowledged)
     h.fake = FakeProducer()  # type: ignore[attr-defined]
     h.app.producer._ensure_producer = lambda: h.fake  # type: ignore[attr-defined]
 

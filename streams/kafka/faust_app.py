@@ -18,6 +18,7 @@ import faust
 
 from streams.gc_tuning import tune_gc
 from streams.kafka.batch_delivery import BatchDeliveryConsumer
+from streams.kafka.batched_output import WORKER_BATCH_BYTES
 from streams.kafka.clients import faust_app
 from streams.kafka.connection import ConnectionLike
 from streams.kafka.errors import scrub_logging
@@ -76,7 +77,7 @@ def make_faust_app(app_id: str, settings: Settings, *, connection: ConnectionLik
         consumer_auto_offset_reset="earliest",
         producer_acks=-1,
         producer_linger=0.010,
-        producer_max_batch_size=1_048_576,
+        producer_max_batch_size=WORKER_BATCH_BYTES,
         producer_max_request_size=2_097_152,
         broker_commit_every=10_000,
         broker_commit_interval=1.0,

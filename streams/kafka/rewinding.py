@@ -25,6 +25,7 @@ import faust
 from faust.transport.drivers.aiokafka import Consumer as AIOKafkaConsumer
 from mode.utils.queues import FlowControlEvent
 
+from streams.kafka.batched_output import OutputRefused
 from streams.kafka.delivery import DeliveryLedger
 
 _BEFORE_COMMIT: WeakKeyDictionary[Any, list[Callable[[], Awaitable[None]]]] = WeakKeyDictionary()
@@ -234,9 +235,19 @@ class FlushBeforeCommitConsumer(RewindingConsumer):
     always holds the state of at least every committed record (a write-back cache in front of a
     faust table, as Kafka Streams flushes its stores on commit), and a table can be written outside
     an event's context (faust issue #497: a table cannot be written inside ``take()``).
+
+    A hook that raises :class:`~streams.kafka.batched_output.OutputRefused` (an output the broker
+    did not acknowledge) stops the worker with that one line and commits nothing, as faust crashes
+    its consumer on a ``ProducerSendError`` of an attached message; the next owner of the
+    partitions reprocesses from the last commit (Kafka Streams' default production exception handler).
     """
 
     async def _commit_offsets(self, offsets: Mapping[Any, int], start_new_transaction: bool = True) -> bool:
-        await run_before_commit(self.app)
+        try:
+            await run_before_commit(self.app)
+        except OutputRefused as exc:  # nothing is committed past an output the broker did not take
+            log.error("worker stopped: %s", exc)
+            await self.crash(exc.with_traceback(None))  # a known condition: its line, not a traceback of the hook
+            return False
         done: bool = await super()._commit_offsets(offsets, start_new_transaction)
         return done

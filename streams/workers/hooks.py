@@ -24,8 +24,10 @@ by default; results kept in the table ``kb-extractions`` so a re-processed reque
 that agent takes faust's per-record path: each request is a model call).
 
 Outputs are appended to aiokafka batches (:class:`~streams.kafka.batched_output.BatchedOutput`: no
-per-record future); the batches and the changelog writes are sent before faust commits, and faust
-flushes its producer before it commits offsets, so processing is at-least-once, and a record
+per-record future); the batches, the changelog writes and the dead letters are sent before faust
+commits and each is confirmed acknowledged (a refused one stops the worker with
+:class:`~streams.kafka.batched_output.OutputRefused` and nothing is committed past it), so
+processing is at-least-once, and a record
 processed again re-emits the same answers (the core remembers the event ids its frames absorbed),
 which the projector ignores by event id.
 """
@@ -164,7 +166,12 @@ def create_app(
         await send_pending()  # dead letters of records acked already: in the producer before faust flushes it and commits
         await out.flush()
 
-    on_before_commit(app, flush_state)
+    async def before_commit() -> None:
+        """Every output and state change sent, and each acknowledged (``OutputRefused`` otherwise: no commit)."""
+        await flush_state()
+        await out.confirm()
+
+    on_before_commit(app, before_commit)
 
     @app.on_partitions_revoked.connect
     async def _forget(sender: Any, /, *args: Any, signal: Any, **kw: Any) -> None:
@@ -201,7 +208,7 @@ def create_app(
         return core
 
     async def send(topic: str, key: bytes, value: bytes, partition: int | None = None) -> None:
-        await app.producer.send(topic, key, value, partition, None, None)
+        out.track(topic, partition, await app.producer.send(topic, key, value, partition, None, None))  # confirmed before commit
 
     async def send_dead(dl: DeadLetter, topic: str = topics.dead_letter) -> None:
         await send(topic, f"{dl.source}:{dl.partition}:{dl.offset}".encode(), dl.model_dump_json().encode())

@@ -103,8 +103,9 @@ def create_stub_app(settings: Settings, policy: MatchPolicy, *, connection: Conn
         async with pending_lock[0]:
             while pending:
                 dl = pending[0]
-                await app.producer.send(topics.stub_dead_letter, f"{dl.source}:{dl.partition}:{dl.offset}".encode(),
-                                        dl.model_dump_json().encode(), None, None, None)
+                answer = await app.producer.send(topics.stub_dead_letter, f"{dl.source}:{dl.partition}:{dl.offset}".encode(),
+                                                 dl.model_dump_json().encode(), None, None, None)
+                out.track(topics.stub_dead_letter, None, answer)  # confirmed before commit
                 del pending[0]
 
     async def flush_state(partition: int | None = None) -> None:
@@ -120,7 +121,12 @@ def create_stub_app(settings: Settings, policy: MatchPolicy, *, connection: Conn
         await send_pending()  # dead letters of records acked already: in the producer before faust flushes it and commits
         await out.flush()
 
-    on_before_commit(app, flush_state)
+    async def before_commit() -> None:
+        """Every output and state change sent, and each acknowledged (``OutputRefused`` otherwise: no commit)."""
+        await flush_state()
+        await out.confirm()
+
+    on_before_commit(app, before_commit)
 
     @app.on_partitions_revoked.connect
     async def _forget(sender: Any, /, *args: Any, signal: Any, **kw: Any) -> None:

@@ -1,0 +1,257 @@
+"""An output the broker does not acknowledge stops the worker before any commit passes it.
+
+aiokafka's and faust's producer ``flush`` wait for the batches in flight but do not raise on one
+the broker refused, so a worker used to commit the input records behind a refused batch: with the
+``frames`` topic's ``max.message.bytes`` below a batch, every offset was committed and no frame was
+written (the records were lost for good). Now :meth:`BatchedOutput.confirm` checks the broker's
+answer to every batch and dead letter before the commit, and a refusal stops the worker with one
+line (:class:`~streams.kafka.batched_output.OutputRefused`), as Kafka Streams' default production
+exception handler fails the task.
+
+The units: ``confirm`` on futures (acknowledged, refused, cancelled, sent while it waits), the one
+line, and the consumer's commit with a refusing hook. On the real broker (``kafka`` marker): a
+worker whose ``frames`` topic starts refusing its batches mid-stream exits non-zero with the line,
+and after the topic is fixed a restarted worker's projection equals the embedded runner's row for
+row (nothing committed past a refused batch was lost), with zero committed lag.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from streams.kafka.batched_output import WORKER_BATCH_BYTES, BatchedOutput, OutputRefused, refusal_line
+from streams.kafka.errors import remember_secret
+from streams.kafka.rewinding import on_before_commit
+from tests.test_batch_delivery import setup  # noqa: F401  # the consumer every worker gets, on a fake fetch thread
+
+
+class _Batch:
+    def __init__(self) -> None:
+        self.records: list[tuple[bytes | None, bytes | None]] = []
+
+    def append(self, *, key: bytes | None, value: bytes | None, timestamp: None) -> object | None:
+        if len(self.records) == 2:
+            return None  # full: two records a batch
+        self.records.append((key, value))
+        return object()
+
+    def record_count(self) -> int:
+        return len(self.records)
+
+
+class _Producer:
+    """aiokafka's producer as BatchedOutput uses it: ``send_batch`` returns the delivery future."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, int, _Batch, asyncio.Future[Any]]] = []
+
+    def create_batch(self) -> _Batch:
+        return _Batch()
+
+    async def send_batch(self, batch: _Batch, topic: str, *, partition: int) -> asyncio.Future[Any]:
+        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self.sent.append((topic, partition, batch, fut))
+        return fut
+
+
+class _App:
+    def __init__(self) -> None:
+        self.raw = _Producer()
+        self.producer = self
+
+    def _ensure_producer(self) -> _Producer:
+        return self.raw
+
+
+def _output() -> tuple[BatchedOutput, _Producer]:
+    app = _App()
+    return BatchedOutput(app), app.raw  # type: ignore[arg-type]
+
+
+class MessageSizeTooLargeError(Exception):
+    """Named as aiokafka's (the hint keys on the name)."""
+
+
+async def test_confirm_returns_once_every_batch_is_acknowledged() -> None:
+    out, prod = _output()
+    for i in range(5):
+        out.put("ns.frames", i % 2, b"k", b"v%d" % i)
+    await out.flush()
+    assert sum(b.record_count() for _t, _p, b, _f in prod.sent) == 5
+    waiter = asyncio.ensure_future(out.confirm())
+    await asyncio.sleep(0)
+    assert not waiter.done()  # the broker has not answered yet
+    for *_, fut in prod.sent:
+        fut.set_result(None)
+    await asyncio.wait_for(waiter, 1)
+    await out.confirm()  # nothing left to wait for
+
+
+async def test_a_refused_batch_raises_one_line_and_keeps_raising() -> None:
+    out, prod = _output()
+    for i in range(6):
+        out.put("ns.frames", i % 3, b"k", b"v")
+    await out.flush()
+    for i, (*_, fut) in enumerate(prod.sent):
+        if i == 1:
+            fut.set_exception(MessageSizeTooLargeError("[Error 10] MessageSizeTooLargeError"))
+        else:
+            fut.set_result(None)
+    with pytest.raises(OutputRefused) as e:
+        await out.confirm()
+    line = str(e.value)
+    assert "\n" not in line and "ns.frames partition(s) " in line and "MessageSizeTooLargeError" in line
+    assert f"{WORKER_BATCH_BYTES:,}" in line and "max.message.bytes" in line
+    out.put("ns.frames", 0, b"k", b"later")
+    await out.flush()
+    prod.sent[-1][3].set_result(None)
+    with pytest.raises(OutputRefused):  # sticky: no later commit passes the refused batch either
+        await out.confirm()
+
+
+async def test_a_tracked_dead_letter_and_a_batch_sent_while_confirm_waits_are_confirmed() -> None:
+    out, prod = _output()
+    loop = asyncio.get_running_loop()
+    dead: asyncio.Future[Any] = loop.create_future()
+    out.track("ns.dead-letter", None, dead)
+    waiter = asyncio.ensure_future(out.confirm())
+    await asyncio.sleep(0)
+    out.put("ns.frames", 0, b"k", b"v")
+    await out.flush()  # sent while the first confirm waits: a second confirm must wait for it
+    second = asyncio.ensure_future(out.confirm())
+    dead.set_result(None)
+    await asyncio.wait_for(waiter, 1)
+    await asyncio.sleep(0)
+    assert not second.done()
+    prod.sent[-1][3].set_exception(RuntimeError("KafkaTimeoutError"))
+    with pytest.raises(OutputRefused, match=r"ns\.frames partition\(s\) 0: RuntimeError: KafkaTimeoutError"):
+        await asyncio.wait_for(second, 1)
+
+
+async def test_a_cancelled_answer_counts_as_refused() -> None:
+    out, _prod = _output()
+    fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+    out.track("ns.stub-dead-letter", None, fut)
+    fut.cancel()
+    with pytest.raises(OutputRefused, match=r"ns\.stub-dead-letter partition\(s\) \?: cancelled"):
+        await out.confirm()
+
+
+def test_the_line_groups_partitions_and_scrubs_secrets() -> None:
+    loop = asyncio.new_event_loop()
+    try:
+        futs = []
+        for p in (10, 2, 2, 0):
+            f = loop.create_future()
+            f.set_exception(PermissionError("denied for user with password hunter2-secret"))
+            futs.append(("ns.frames", p, f))
+        remember_secret("hunter2-secret")
+        line = refusal_line(futs)
+    finally:
+        loop.close()
+    assert line.startswith("the broker did not acknowledge 4 output batch(es)")
+    assert "ns.frames partition(s) 0, 2, 10: PermissionError: denied for user with password ***" in line
+    assert "hunter2" not in line and "max.message.bytes" not in line
+
+
+async def test_the_consumer_commits_nothing_when_an_output_was_refused(setup: Any) -> None:  # noqa: F811
+    app, c, _thread, _seen, (tp0, _tp1) = setup
+    out, prod = _output()
+    out.put("ns.frames", 0, b"k", b"v")
+
+    async def before_commit() -> None:
+        await out.flush()
+        prod.sent[-1][3].set_exception(MessageSizeTooLargeError())
+        await out.confirm()
+
+    on_before_commit(app, before_commit)
+    committed: list[Any] = []
+
+    async def commit(offsets: Any) -> bool:
+        committed.append(offsets)
+        return True
+
+    c._commit = commit  # type: ignore[method-assign]
+    assert await c._commit_offsets({tp0: 7}) is False
+    assert committed == []
+    assert isinstance(c.crash_reason, OutputRefused)
+
+
+# --- on the real broker --------------------------------------------------------------------------
+
+@pytest.mark.kafka
+def test_a_worker_whose_frames_topic_refuses_stops_and_loses_nothing(kafka_bootstrap: str, tmp_path: Path) -> None:
+    from kafka.admin import ConfigResource, ConfigResourceType
+
+    from hivestream.embedded.frames import run_files
+    from streams.kafka.clients import kafka_admin
+    from streams.kafka.topics import Topics
+    from streams.produce.keys import hook_event_key
+    from tests.corpus import CORPUS
+    from tests.kafka_harness import (
+        corpus_events,
+        create_topics,
+        dumps,
+        end_offset_sum,
+        frame_tables,
+        group_lag,
+        produce,
+        project_all,
+        run_worker_until_done,
+        start_worker,
+        stop,
+        unique_namespace,
+        wait_until,
+        wait_worker_done,
+        worker_group,
+        write_jsonl,
+    )
+
+    if not CORPUS.exists():
+        pytest.skip("shared/corpus is not beside the repository")
+    first = [(hook_event_key(e), e.to_json()) for e in corpus_events(CORPUS, rounds=1)]
+    second = [(hook_event_key(e), e.to_json()) for e in corpus_events(CORPUS, rounds=1, shift_ms=86_400_000)]
+    topics = Topics(unique_namespace("refused"))
+    create_topics(kafka_bootstrap, topics)
+    produce(kafka_bootstrap, topics.hook_events, first)
+    group = worker_group(topics)
+    log = tmp_path / "worker.log"
+    w = start_worker(kafka_bootstrap, topics.namespace, tmp_path / "w", "--loglevel", "warning", log=log)
+    try:
+        wait_worker_done(kafka_bootstrap, topics)
+        admin = kafka_admin(kafka_bootstrap)
+        try:  # the frames topic now takes no batch of the worker's (a frame event is ~0.5-3 KB)
+            admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, topics.frames, configs={"max.message.bytes": "200"})])
+        finally:
+            admin.close()
+        frames_before = end_offset_sum(kafka_bootstrap, topics.frames)
+        produce(kafka_bootstrap, topics.hook_events, second)
+        wait_until(lambda: w.poll() is not None, 120, "the worker to stop on the refused batches")
+    finally:
+        stop(w)
+    assert w.returncode != 0
+    text = log.read_text(errors="replace")
+    assert "worker stopped: the broker did not acknowledge" in text and f"{topics.frames} partition(s) " in text
+    assert "MessageSizeTooLarge" in text and "never retrieved" not in text
+    assert group_lag(kafka_bootstrap, group, [topics.hook_events]) > 0  # the refused records were not committed
+    assert end_offset_sum(kafka_bootstrap, topics.frames) == frames_before
+
+    admin = kafka_admin(kafka_bootstrap)
+    try:
+        admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, topics.frames, configs={"max.message.bytes": str(2 * WORKER_BATCH_BYTES)})])
+    finally:
+        admin.close()
+    run_worker_until_done(kafka_bootstrap, topics, tmp_path / "w", log=tmp_path / "worker2.log")
+    assert group_lag(kafka_bootstrap, group, [topics.hook_events]) == 0
+    db = tmp_path / "kafka.duckdb"
+    project_all(kafka_bootstrap, topics, db)
+    ref = tmp_path / "embedded.duckdb"
+    run_files([write_jsonl(tmp_path / "in.jsonl", first + second)], ref)
+    got, want = frame_tables(db), frame_tables(ref)
+    assert len(want["captures"]) > 400 and len({c[0] for c in want["captures"]} & {c[0] for c in got["captures"]}) > 400
+    for table in ("frames", "captures", "memory_tool_calls"):
+        assert dumps(got[table]) == dumps(want[table]), table
