@@ -19,7 +19,7 @@ from streams.kafka.client_properties import parse_jaas, parse_properties, read_c
 from streams.kafka.clients import aiokafka_kwargs, faust_broker, faust_credentials, kafka_python_kwargs
 from streams.kafka.connection import KafkaConnection, SaslMechanism, SecurityProtocol, resolve_connection
 from streams.kafka.errors import KafkaSetupError, ScrubSecrets, explain, scrub
-from streams.kafka.topic_check import TopicState, differences, state_mismatch
+from streams.kafka.topic_check import TopicState, differences, message_limit, state_mismatch
 from streams.kafka.topics import TopicSpec, creation_request
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -323,6 +323,18 @@ def test_differences_name_each_one() -> None:
                      "c: missing (`hivestream topics` creates it)"]
     ok = {"a": TopicState("a", 4, 3, 3, 3, {"retention.ms": "-1", "min.insync.replicas": "2", "cleanup.policy": "delete"})}
     assert differences(specs[:1], ok, replication_factor=3, min_insync_replicas=2) == []
+
+
+def test_a_max_message_bytes_below_a_batch_is_a_difference() -> None:
+    specs = [TopicSpec("f", 4), TopicSpec("g", 4), TopicSpec("h", 4)]
+    states = {"f": TopicState("f", 4, 1, 1, 1, {"max.message.bytes": "200"}),
+              "g": TopicState("g", 4, 1, 1, 1, {"max.message.bytes": "1048588"}),  # Kafka's default takes a full batch
+              "h": TopicState("h", 4, 1, 1, 1, {})}  # not reported: not judged
+    assert differences(specs, states, replication_factor=None, min_insync_replicas=None, batch_bytes=1_048_576) == [
+        "f: max.message.bytes=200 is below hivestream's 1,048,576-byte batches (the broker refuses a full batch and a worker "
+        "stops on it): raise it to at least 1048576"]
+    assert differences(specs, states, replication_factor=None, min_insync_replicas=None) == []  # not asked
+    assert message_limit(states["f"], 200) is None and message_limit(states["f"], 201) is not None
 
 
 def test_state_mismatch() -> None:

@@ -23,9 +23,10 @@ from typing import Any
 
 import pytest
 
-from streams.kafka.batched_output import WORKER_BATCH_BYTES, BatchedOutput, OutputRefused, refusal_line
+from streams.kafka.batched_output import BatchedOutput, OutputRefused, refusal_line
 from streams.kafka.errors import remember_secret
 from streams.kafka.rewinding import on_before_commit
+from streams.kafka.topics import WORKER_BATCH_BYTES
 from tests.test_batch_delivery import setup  # noqa: F401  # the consumer every worker gets, on a fake fetch thread
 
 
@@ -255,3 +256,36 @@ def test_a_worker_whose_frames_topic_refuses_stops_and_loses_nothing(kafka_boots
     assert len(want["captures"]) > 400 and len({c[0] for c in want["captures"]} & {c[0] for c in got["captures"]}) > 400
     for table in ("frames", "captures", "memory_tool_calls"):
         assert dumps(got[table]) == dumps(want[table]), table
+
+
+@pytest.mark.kafka
+def test_a_worker_refuses_to_start_on_a_topic_that_takes_no_full_batch(kafka_bootstrap: str, tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    from kafka.admin import ConfigResource, ConfigResourceType
+
+    from streams.kafka.clients import kafka_admin
+    from streams.kafka.topics import Topics
+    from tests.kafka_harness import REPO_ROOT, create_topics, unique_namespace
+
+    topics = Topics(unique_namespace("small"))
+    create_topics(kafka_bootstrap, topics)
+    admin = kafka_admin(kafka_bootstrap)
+    try:
+        admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, topics.memory_calls, configs={"max.message.bytes": "50000"})])
+    finally:
+        admin.close()
+    env = {**__import__("os").environ, "KAFKA_BOOTSTRAP_SERVERS": kafka_bootstrap}
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "hivestream", *args, "--namespace", topics.namespace], cwd=REPO_ROOT, env=env,
+                              capture_output=True, text=True, timeout=120)
+
+    r = cli("worker", "--store", "memory://", "--data-dir", str(tmp_path / "w"))
+    assert r.returncode == 2, r.stdout + r.stderr
+    (line,) = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert line.startswith("error: the worker refuses to start: ") and f"{topics.memory_calls}: max.message.bytes=50,000 is below" in line
+    check = cli("topics", "--check")
+    assert check.returncode == 1
+    assert f"difference: {topics.memory_calls}: max.message.bytes=50,000 is below hivestream's 1,048,576-byte batches" in check.stdout

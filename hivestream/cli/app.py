@@ -37,6 +37,7 @@ from hivestream.cli.kafka_opts import (
     kafka_connection,
     kafka_settings,
     quiet_client_logs,
+    refuse_small_messages,
     refuse_state_mismatch,
     stop_on_signals,
 )
@@ -53,6 +54,7 @@ from projections.named_query import NamedQuery, run_query
 from streams.gc_tuning import tune_gc
 from streams.importers.ordered_pool import auto_jobs
 from streams.kafka.connection import KafkaConnection
+from streams.kafka.topics import WORKER_BATCH_BYTES
 from streams.model.body_hash import KeyStrategy
 from streams.settings import Settings
 
@@ -470,6 +472,7 @@ def worker(
     h = create_app(s, connection=conn, store=store, partitions=n, frames_version=frames_version, data_dir=str(data_dir))
     refuse_state_mismatch(conn, source, n, h.copartitioned())
     create_topics(conn, s, h.topic_specs(), wait_s=SERVICE_TOPIC_WAIT_S)
+    refuse_small_messages(conn, [t.name for t in h.topic_specs()], WORKER_BATCH_BYTES)
     run_worker(h, loglevel=loglevel)
 
 

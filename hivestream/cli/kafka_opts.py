@@ -21,7 +21,7 @@ import typer
 from streams.kafka.connection import KafkaConnection, resolve_connection
 from streams.kafka.errors import KafkaSetupError
 from streams.kafka.preflight import check_connection
-from streams.kafka.topic_check import describe_topics, state_mismatch
+from streams.kafka.topic_check import describe_topics, message_limit, state_mismatch
 from streams.kafka.topics import TopicSpec, ensure_topics
 from streams.settings import Settings
 
@@ -125,6 +125,20 @@ def refuse_state_mismatch(conn: KafkaConnection, source: str, partitions: int, c
     why = state_mismatch(source, partitions, [states[n] for n in copartitioned if n in states])
     if why:
         raise KafkaSetupError(f"the worker refuses to start: {why}")
+
+
+def refuse_small_messages(conn: KafkaConnection, names: list[str], batch_bytes: int) -> None:
+    """Raise when a topic of ``names`` (the ones a worker reads and writes) takes no full batch of
+    ``batch_bytes``: the broker would refuse the worker's batches and the worker would stop on the first.
+
+    Raises:
+        KafkaSetupError: one line naming each such topic, its ``max.message.bytes`` and the size needed
+            (:func:`streams.kafka.topic_check.message_limit`).
+    """
+    states = describe_topics(conn, names)
+    small = [why for st in states.values() if (why := message_limit(st, batch_bytes))]
+    if small:
+        raise KafkaSetupError("the worker refuses to start: " + "; ".join(small))
 
 
 def stop_on_signals() -> Callable[[], bool]:

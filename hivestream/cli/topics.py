@@ -19,7 +19,7 @@ from hivestream.cli.kafka_opts import (
     kafka_settings,
 )
 from streams.kafka.connection import KafkaConnection
-from streams.kafka.topics import TopicSpec
+from streams.kafka.topics import WORKER_BATCH_BYTES, TopicSpec
 from streams.settings import Settings
 
 out = Console(width=max(160, Console().width))  # full topic names
@@ -104,7 +104,8 @@ def check_namespace(s: Settings, conn: KafkaConnection) -> int:
     for st in states.values():
         if st.in_sync < st.replicas:
             err.print(f"note: {st.name} is under-replicated now ({st.in_sync} of {st.replicas} replicas in sync): a broker is down or catching up")
-    diffs = differences(specs, states, replication_factor=rf, min_insync_replicas=s.min_insync_replicas, optional=optional)
+    diffs = differences(specs, states, replication_factor=rf, min_insync_replicas=s.min_insync_replicas, optional=optional,
+                        batch_bytes=WORKER_BATCH_BYTES)
     for d in diffs:
         out.print(f"difference: {d}", soft_wrap=True, highlight=False)
     out.print(f"{len(diffs)} difference(s) from what hivestream expects (replicas {rf if rf else 'not checked'}, "

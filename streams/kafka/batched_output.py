@@ -10,10 +10,7 @@ from typing import Any
 import faust
 
 from streams.kafka.errors import scrub
-
-WORKER_BATCH_BYTES = 1_048_576
-"""The workers' producer batch size (faust ``producer_max_batch_size``), bytes: a topic a worker writes
-needs a ``max.message.bytes`` at least this large (Kafka's default, 1,048,588, is)."""
+from streams.kafka.topics import WORKER_BATCH_BYTES
 
 
 class OutputRefused(Exception):

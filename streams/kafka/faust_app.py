@@ -18,12 +18,11 @@ import faust
 
 from streams.gc_tuning import tune_gc
 from streams.kafka.batch_delivery import BatchDeliveryConsumer
-from streams.kafka.batched_output import WORKER_BATCH_BYTES
 from streams.kafka.clients import faust_app
 from streams.kafka.connection import ConnectionLike
 from streams.kafka.errors import scrub_logging
 from streams.kafka.rewinding import RewindingFlowControl
-from streams.kafka.topics import TopicSpec
+from streams.kafka.topics import WORKER_BATCH_BYTES, TopicSpec
 from streams.kafka.workdir import claim_worker_dir
 from streams.settings import Settings
 

@@ -2,7 +2,7 @@
 
 :func:`describe_topics` reads, per existing topic, the partition count, the replicas and in-sync
 replicas of every partition and the configs hivestream sets or relies on (``min.insync.replicas``,
-``retention.ms``, ``retention.bytes``, ``cleanup.policy``) with kafka-python's admin client
+``retention.ms``, ``retention.bytes``, ``cleanup.policy``, ``max.message.bytes``) with kafka-python's admin client
 (Metadata / DescribeConfigs with ``config_filter=all``, so inherited broker defaults count).
 :func:`differences` and :func:`state_mismatch` are pure: they name every difference in one line
 each. Nothing here alters a topic.
@@ -16,7 +16,7 @@ from streams.kafka.clients import kafka_admin
 from streams.kafka.connection import ConnectionLike
 from streams.kafka.topics import TopicSpec
 
-CHECKED_CONFIGS = ("min.insync.replicas", "retention.ms", "retention.bytes", "cleanup.policy")
+CHECKED_CONFIGS = ("min.insync.replicas", "retention.ms", "retention.bytes", "cleanup.policy", "max.message.bytes")
 """Topic configs the check reads."""
 
 
@@ -102,6 +102,7 @@ def differences(
     replication_factor: int | None,
     min_insync_replicas: int | None,
     optional: frozenset[str] = frozenset(),
+    batch_bytes: int | None = None,
 ) -> list[str]:
     """Every way the existing topics differ from ``expected``, one line each (empty: none).
 
@@ -111,6 +112,8 @@ def differences(
         replication_factor: the expected replicas (the configured factor, or the broker's default; None: not checked).
         min_insync_replicas: the expected ``min.insync.replicas`` (None: not checked).
         optional: names whose absence is no difference (topics made only by commands not run yet).
+        batch_bytes: the producers' batch size, bytes: a smaller ``max.message.bytes`` is a difference
+            (:func:`message_limit`; None: not checked).
     """
     out: list[str] = []
     for spec in expected:
@@ -137,7 +140,25 @@ def differences(
             have = st.configs.get(key)
             if want is not None and have is not None and have != want:
                 out.append(f"{spec.name}: {key}={have}, expected {want}")
+        small = None if batch_bytes is None else message_limit(st, batch_bytes)
+        if small:
+            out.append(small)
     return out
+
+
+def message_limit(state: TopicState, batch_bytes: int) -> str | None:
+    """Why ``state``'s ``max.message.bytes`` refuses the batches hivestream's producers send, or None.
+
+    The broker refuses a record batch larger than the topic's ``max.message.bytes`` whole
+    (``MESSAGE_TOO_LARGE``), and aiokafka does not split a refused batch as the Java producer does,
+    so a topic must take a full batch of ``batch_bytes`` (the workers' and ``produce``'s batch
+    size; Kafka's default, 1,048,588, does). A value the broker did not report is not judged.
+    """
+    have = state.configs.get("max.message.bytes")
+    if have is None or not have.isdigit() or int(have) >= batch_bytes:
+        return None
+    return (f"{state.name}: max.message.bytes={int(have):,} is below hivestream's {batch_bytes:,}-byte batches (the broker refuses a "
+            f"full batch and a worker stops on it): raise it to at least {batch_bytes}")
 
 
 def state_mismatch(source: str, partitions: int, state_topics: list[TopicState]) -> str | None:

@@ -43,6 +43,11 @@ from streams.kafka.connection import ConnectionLike
 
 UNLIMITED = {"retention.ms": "-1", "retention.bytes": "-1"}
 
+WORKER_BATCH_BYTES = 1_048_576
+"""The workers' producer batch size (faust ``producer_max_batch_size``), bytes: a topic a worker writes
+needs a ``max.message.bytes`` at least this large (Kafka's default, 1,048,588, is;
+:func:`streams.kafka.topic_check.message_limit`)."""
+
 
 @dataclass(frozen=True)
 class TopicSpec:
