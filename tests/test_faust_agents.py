@@ -32,18 +32,21 @@ from tests.dedup_helpers import cap
 class FakeBatch:
     """What aiokafka's BatchBuilder offers the worker: append until full, count."""
 
-    def __init__(self, size: int = 3) -> None:
+    def __init__(self, capacity: int = 3) -> None:
         self.records: list[tuple[bytes | None, bytes | None]] = []
-        self.size = size
+        self.capacity = capacity
 
     def append(self, *, key: bytes | None, value: bytes | None, timestamp: None) -> object | None:
-        if len(self.records) >= self.size:
+        if len(self.records) >= self.capacity:
             return None
         self.records.append((key, value))
         return object()
 
     def record_count(self) -> int:
         return len(self.records)
+
+    def size(self) -> int:
+        return sum(len(k or b"") + len(v or b"") for k, v in self.records)
 
 
 class FakeProducer:

@@ -19,7 +19,7 @@ from streams.kafka.client_properties import parse_jaas, parse_properties, read_c
 from streams.kafka.clients import aiokafka_kwargs, faust_broker, faust_credentials, kafka_python_kwargs
 from streams.kafka.connection import KafkaConnection, SaslMechanism, SecurityProtocol, resolve_connection
 from streams.kafka.errors import KafkaSetupError, ScrubSecrets, explain, scrub
-from streams.kafka.topic_check import TopicState, differences, message_limit, state_mismatch
+from streams.kafka.topic_check import TopicState, differences, message_limit, output_problems, state_mismatch
 from streams.kafka.topics import TopicSpec, creation_request
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -335,6 +335,13 @@ def test_a_max_message_bytes_below_a_batch_is_a_difference() -> None:
         "stops on it): raise it to at least 1048576"]
     assert differences(specs, states, replication_factor=None, min_insync_replicas=None) == []  # not asked
     assert message_limit(states["f"], 200) is None and message_limit(states["f"], 201) is not None
+    spec = TopicSpec("ns.frames", 4)
+    assert output_problems(spec, TopicState("ns.frames", 4, 1, 1, 1, {"max.message.bytes": "1048588"}), 1_048_576) == []
+    assert output_problems(spec, TopicState("ns.frames", 1, 1, 1, 1, {"max.message.bytes": "1000"}), 1_048_576) == [
+        "ns.frames has 1 partition(s) but the worker writes 4 (one per input partition): the topic was recreated or changed under "
+        "the namespace",
+        "ns.frames: max.message.bytes=1,000 is below hivestream's 1,048,576-byte batches (the broker refuses a full batch and a "
+        "worker stops on it): raise it to at least 1048576"]
 
 
 def test_state_mismatch() -> None:

@@ -21,7 +21,7 @@ import typer
 from streams.kafka.connection import KafkaConnection, resolve_connection
 from streams.kafka.errors import KafkaSetupError
 from streams.kafka.preflight import check_connection
-from streams.kafka.topic_check import describe_topics, message_limit, state_mismatch
+from streams.kafka.topic_check import describe_topics, output_problems, state_mismatch
 from streams.kafka.topics import TopicSpec, ensure_topics
 from streams.settings import Settings
 
@@ -127,18 +127,17 @@ def refuse_state_mismatch(conn: KafkaConnection, source: str, partitions: int, c
         raise KafkaSetupError(f"the worker refuses to start: {why}")
 
 
-def refuse_small_messages(conn: KafkaConnection, names: list[str], batch_bytes: int) -> None:
-    """Raise when a topic of ``names`` (the ones a worker reads and writes) takes no full batch of
-    ``batch_bytes``: the broker would refuse the worker's batches and the worker would stop on the first.
+def refuse_unusable_outputs(conn: KafkaConnection, outputs: list[TopicSpec], batch_bytes: int) -> None:
+    """Raise when a worker could not write its ``outputs`` (the topics it writes, as it expects them):
+    too few partitions, or a ``max.message.bytes`` below its ``batch_bytes`` batches.
 
     Raises:
-        KafkaSetupError: one line naming each such topic, its ``max.message.bytes`` and the size needed
-            (:func:`streams.kafka.topic_check.message_limit`).
+        KafkaSetupError: one line naming each problem (:func:`streams.kafka.topic_check.output_problems`).
     """
-    states = describe_topics(conn, names)
-    small = [why for st in states.values() if (why := message_limit(st, batch_bytes))]
-    if small:
-        raise KafkaSetupError("the worker refuses to start: " + "; ".join(small))
+    states = describe_topics(conn, [t.name for t in outputs])
+    problems = [why for t in outputs if t.name in states for why in output_problems(t, states[t.name], batch_bytes)]
+    if problems:
+        raise KafkaSetupError("the worker refuses to start: " + "; ".join(problems))
 
 
 def stop_on_signals() -> Callable[[], bool]:

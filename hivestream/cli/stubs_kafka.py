@@ -26,8 +26,8 @@ from hivestream.cli.kafka_opts import (
     kafka_connection,
     kafka_settings,
     quiet_client_logs,
-    refuse_small_messages,
     refuse_state_mismatch,
+    refuse_unusable_outputs,
     stop_on_signals,
 )
 from streams.kafka.connection import KafkaConnection
@@ -115,7 +115,7 @@ def worker(
     h = create_stub_app(s, policy, connection=conn, partitions=n, store=store, data_dir=str(data_dir))
     refuse_state_mismatch(conn, h.topics.stub_events, n, h.copartitioned())
     create_topics(conn, s, h.topic_specs(), wait_s=SERVICE_TOPIC_WAIT_S)
-    refuse_small_messages(conn, [t.name for t in h.topic_specs()], WORKER_BATCH_BYTES)
+    refuse_unusable_outputs(conn, h.output_specs(), WORKER_BATCH_BYTES)
     run_app(h.app, loglevel)
 
 

@@ -4,25 +4,11 @@ and the broker's answers to them checked before any commit."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable
 from typing import Any
 
 import faust
 
-from streams.kafka.errors import scrub
-from streams.kafka.topics import WORKER_BATCH_BYTES
-
-
-class OutputRefused(Exception):
-    """The broker did not acknowledge an output a worker sent (its producer gave up on the batch), so the
-    input records behind it must not be committed.
-
-    Kafka Streams' default production exception handler fails the task the same way: a record the
-    broker refused (``MESSAGE_TOO_LARGE`` against the topic's ``max.message.bytes``,
-    ``TOPIC_AUTHORIZATION_FAILED``, a delivery timeout after aiokafka's retries) is not skipped,
-    because committing past it would lose it. ``str()`` is one line naming each topic, partition and
-    error (secrets scrubbed, :func:`streams.kafka.errors.scrub`).
-    """
+from streams.kafka.acknowledgements import Acknowledgements, Sent, refused_at_once
 
 
 class BatchedOutput:
@@ -35,9 +21,9 @@ class BatchedOutput:
     producer and commits, so a committed record's outputs are always acknowledged (at-least-once).
     Per partition, batches are sent in the order they were filled, so outputs keep their order.
 
-    The broker's answer to every batch (and to every record handed to :meth:`track`) is kept until
+    The broker's answer to every batch (and to every record sent by :meth:`send_one`) is kept until
     :meth:`confirm`, which the before-commit hook awaits after :meth:`flush`: a refused output raises
-    :class:`OutputRefused` there, so no offset is committed past it (aiokafka's and faust's
+    :class:`~streams.kafka.acknowledgements.OutputRefused` there, so no offset is committed past it (aiokafka's and faust's
     producer flush only wait for the batches; they do not raise on a failed one).
 
     Two ways in: :meth:`append` (async: a full batch is sent at once) and :meth:`put` (synchronous,
@@ -55,7 +41,7 @@ class BatchedOutput:
         self._batches: dict[tuple[str, int], Any] = {}
         self._full: list[tuple[str, int, Any]] = []  # filled batches not yet handed to the producer, in fill order
         self._lock: asyncio.Lock | None = None
-        self._sent: list[tuple[str, int | None, asyncio.Future[Any]]] = []  # answers not yet confirmed, and refusals
+        self.answers = Acknowledgements()
 
     def _producer(self) -> Any:
         return self.app.producer._ensure_producer()  # type: ignore[attr-defined]  # the AIOKafkaProducer faust started
@@ -99,28 +85,30 @@ class BatchedOutput:
             await self._send(batch, topic, partition)
 
     async def _send(self, batch: Any, topic: str, partition: int) -> None:
-        self._sent.append((topic, partition, await self._producer().send_batch(batch, topic, partition=partition)))
+        size, records = batch.size(), batch.record_count()
+        try:
+            answer = await self._producer().send_batch(batch, topic, partition=partition)
+        except Exception as exc:  # refused before sending (a partition the producer does not know): a refusal like any other
+            answer = refused_at_once(exc)
+        self.answers.add(Sent(topic, partition, answer, size, records))
 
-    def track(self, topic: str, partition: int | None, answer: Awaitable[Any]) -> None:
-        """Keep the broker's ``answer`` to one record sent by other means (faust's ``producer.send``, which
-        returns aiokafka's delivery future) for the next :meth:`confirm`."""
-        self._sent.append((topic, partition, asyncio.ensure_future(answer)))
+    async def send_one(self, topic: str, key: bytes, value: bytes, partition: int | None = None) -> None:
+        """Send one record through faust's producer (``partition`` None: by key) and keep its answer for :meth:`confirm`
+        (the workers' dead letters)."""
+        fut: asyncio.Future[Any]
+        try:
+            fut = asyncio.ensure_future(await self.app.producer.send(topic, key, value, partition, None, None))
+        except Exception as exc:  # faust raises ProducerSendError at once for some refusals
+            fut = refused_at_once(exc)
+        self.answers.add(Sent(topic, partition, fut))
 
     async def confirm(self) -> None:
-        """Wait for the broker's answer to every output sent so far; return when each was acknowledged.
-
-        A refusal stays recorded, so every later call raises too (a worker never commits past it).
+        """Wait for the broker's answer to every output sent so far (:meth:`Acknowledgements.confirm`).
 
         Raises:
-            OutputRefused: when the producer gave up on any of them (one line: topic, partition, error).
+            OutputRefused: when any was refused, now or before (one line).
         """
-        waiting = [f for _t, _p, f in self._sent if not f.done()]
-        if waiting:
-            await asyncio.wait(waiting)
-        refused = [(t, p, f) for t, p, f in self._sent if f.done() and (f.cancelled() or f.exception() is not None)]
-        self._sent = [s for s in self._sent if not s[2].done()] + refused
-        if refused:
-            raise OutputRefused(refusal_line(refused))
+        await self.answers.confirm()
 
     async def append(self, topic: str, partition: int, key: bytes | None, value: bytes | None) -> None:
         """Add one record for ``topic``/``partition`` (a ``None`` value is a tombstone); a batch it
@@ -141,26 +129,3 @@ class BatchedOutput:
                 if batch.record_count():
                     await self._send(batch, topic, partition)
 
-
-def refusal_line(refused: list[tuple[str, int | None, asyncio.Future[Any]]]) -> str:
-    """One line for refused outputs: how many, then per topic and error the partitions it hit.
-
-    ``refused``: (topic, partition or None when the producer chose it, the done future) triples.
-    """
-    by: dict[tuple[str, str], list[str]] = {}
-    for topic, partition, fut in refused:
-        parts = by.setdefault((topic, "cancelled" if fut.cancelled() else _error_text(fut.exception())), [])
-        where = "?" if partition is None else str(partition)
-        if where not in parts:
-            parts.append(where)
-    said = "; ".join(f"{topic} partition(s) {', '.join(sorted(parts, key=lambda x: (len(x), x)))}: {err}"
-                     for (topic, err), parts in by.items())
-    hint = (" (a batch is larger than the topic's max.message.bytes: raise it to at least the workers' batch size, "
-            f"{WORKER_BATCH_BYTES:,} bytes)") if "MessageSizeTooLarge" in said else ""
-    return f"the broker did not acknowledge {len(refused)} output batch(es), so no offset was committed past them: {said}{hint}"
-
-
-def _error_text(exc: BaseException | None) -> str:
-    name = type(exc).__name__
-    text = " ".join(str(exc).split())
-    return scrub(name if not text or name in text else f"{name}: {text}")

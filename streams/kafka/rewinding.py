@@ -25,7 +25,7 @@ import faust
 from faust.transport.drivers.aiokafka import Consumer as AIOKafkaConsumer
 from mode.utils.queues import FlowControlEvent
 
-from streams.kafka.batched_output import OutputRefused
+from streams.kafka.acknowledgements import OutputRefused
 from streams.kafka.delivery import DeliveryLedger
 
 _BEFORE_COMMIT: WeakKeyDictionary[Any, list[Callable[[], Awaitable[None]]]] = WeakKeyDictionary()
@@ -236,7 +236,7 @@ class FlushBeforeCommitConsumer(RewindingConsumer):
     faust table, as Kafka Streams flushes its stores on commit), and a table can be written outside
     an event's context (faust issue #497: a table cannot be written inside ``take()``).
 
-    A hook that raises :class:`~streams.kafka.batched_output.OutputRefused` (an output the broker
+    A hook that raises :class:`~streams.kafka.acknowledgements.OutputRefused` (an output the broker
     did not acknowledge) stops the worker with that one line and commits nothing, as faust crashes
     its consumer on a ``ProducerSendError`` of an attached message; the next owner of the
     partitions reprocesses from the last commit (Kafka Streams' default production exception handler).

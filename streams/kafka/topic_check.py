@@ -161,6 +161,24 @@ def message_limit(state: TopicState, batch_bytes: int) -> str | None:
             f"full batch and a worker stops on it): raise it to at least {batch_bytes}")
 
 
+def output_problems(spec: TopicSpec, state: TopicState, batch_bytes: int) -> list[str]:
+    """Why a worker cannot write its outputs to ``state`` as ``spec`` describes them, one line each (empty: it can).
+
+    A worker writes a partition of each output per input partition (``frames``, ``memory-calls``) or
+    by key over ``spec.partitions`` partitions, so fewer partitions refuse its records
+    (``Unrecognized partition``); a ``max.message.bytes`` below ``batch_bytes`` refuses its full
+    batches (:func:`message_limit`).
+    """
+    out = []
+    if state.partitions < spec.partitions:
+        out.append(f"{state.name} has {state.partitions} partition(s) but the worker writes {spec.partitions} (one per input "
+                   "partition): the topic was recreated or changed under the namespace")
+    small = message_limit(state, batch_bytes)
+    if small:
+        out.append(small)
+    return out
+
+
 def state_mismatch(source: str, partitions: int, state_topics: list[TopicState]) -> str | None:
     """Why a worker must not start, or None: its input ``source`` has ``partitions`` partitions, and
     every topic its state was built with (the tables' changelogs, a co-partitioned input) must have as many.

@@ -26,7 +26,7 @@ that agent takes faust's per-record path: each request is a model call).
 Outputs are appended to aiokafka batches (:class:`~streams.kafka.batched_output.BatchedOutput`: no
 per-record future); the batches, the changelog writes and the dead letters are sent before faust
 commits and each is confirmed acknowledged (a refused one stops the worker with
-:class:`~streams.kafka.batched_output.OutputRefused` and nothing is committed past it), so
+:class:`~streams.kafka.acknowledgements.OutputRefused` and nothing is committed past it), so
 processing is at-least-once, and a record
 processed again re-emits the same answers (the core remembers the event ids its frames absorbed),
 which the projector ignores by event id.
@@ -55,7 +55,7 @@ from streams.frames.steps import memory_call_of, route_hook_event
 from streams.kafka.batch_delivery import on_batch
 from streams.kafka.batched_output import BatchedOutput
 from streams.kafka.connection import ConnectionLike
-from streams.kafka.faust_app import internal_specs, make_faust_app, run_app
+from streams.kafka.faust_app import internal_specs, leader_topic_name, make_faust_app, run_app
 from streams.kafka.lag import worker_group
 from streams.kafka.rewinding import on_before_commit
 from streams.kafka.topics import Topics, TopicSpec, partition_for
@@ -98,6 +98,11 @@ class HivestreamApp:
         """Every topic the app reads or writes, its tables' changelogs and faust's leader topic included
         (create them before starting: faust creates none, :func:`streams.kafka.faust_app.make_faust_app`)."""
         return self.topics.specs(self.partitions) + internal_specs(self.app, self.table, self.extractions)
+
+    def output_specs(self) -> list[TopicSpec]:
+        """The topics the app writes (:meth:`topic_specs` without ``hook-events`` and faust's leader topic, which it only reads)."""
+        skip = {self.topics.hook_events, leader_topic_name(self.app.conf.id)}
+        return [t for t in self.topic_specs() if t.name not in skip]
 
 
 def create_app(
@@ -208,7 +213,7 @@ def create_app(
         return core
 
     async def send(topic: str, key: bytes, value: bytes, partition: int | None = None) -> None:
-        out.track(topic, partition, await app.producer.send(topic, key, value, partition, None, None))  # confirmed before commit
+        await out.send_one(topic, key, value, partition)  # its answer is confirmed before the next commit
 
     async def send_dead(dl: DeadLetter, topic: str = topics.dead_letter) -> None:
         await send(topic, f"{dl.source}:{dl.partition}:{dl.offset}".encode(), dl.model_dump_json().encode())

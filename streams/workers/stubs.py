@@ -28,7 +28,7 @@ import orjson
 from streams.kafka.batch_delivery import on_batch
 from streams.kafka.batched_output import BatchedOutput
 from streams.kafka.connection import ConnectionLike
-from streams.kafka.faust_app import internal_specs, make_faust_app
+from streams.kafka.faust_app import internal_specs, leader_topic_name, make_faust_app
 from streams.kafka.rewinding import on_before_commit
 from streams.kafka.topics import Topics, TopicSpec
 from streams.model.clock import wall_clock_ms
@@ -70,6 +70,11 @@ class StubWorkerApp:
         """Every topic the app reads or writes, the ``stub-state`` changelog and faust's leader topic included (create them before starting)."""
         return self.topics.stub_specs(self.partitions) + internal_specs(self.app, self.table)
 
+    def output_specs(self) -> list[TopicSpec]:
+        """The topics the app writes (:meth:`topic_specs` without ``stub-events`` and faust's leader topic, which it only reads)."""
+        skip = {self.topics.stub_events, leader_topic_name(self.app.conf.id)}
+        return [t for t in self.topic_specs() if t.name not in skip]
+
 
 def create_stub_app(settings: Settings, policy: MatchPolicy, *, connection: ConnectionLike, partitions: int, store: str = "rocksdb://",
                     data_dir: str | None = None) -> StubWorkerApp:
@@ -103,9 +108,8 @@ def create_stub_app(settings: Settings, policy: MatchPolicy, *, connection: Conn
         async with pending_lock[0]:
             while pending:
                 dl = pending[0]
-                answer = await app.producer.send(topics.stub_dead_letter, f"{dl.source}:{dl.partition}:{dl.offset}".encode(),
-                                                 dl.model_dump_json().encode(), None, None, None)
-                out.track(topics.stub_dead_letter, None, answer)  # confirmed before commit
+                await out.send_one(topics.stub_dead_letter, f"{dl.source}:{dl.partition}:{dl.offset}".encode(),
+                                   dl.model_dump_json().encode())  # its answer is confirmed before the next commit
                 del pending[0]
 
     async def flush_state(partition: int | None = None) -> None:
