@@ -17,8 +17,8 @@ class BatchedOutput:
     faust's per-message send (a coroutine, a future and an accumulator call per record) costs more
     than the rest of the dedup step; appending to an aiokafka ``BatchBuilder`` costs a C call. A
     batch is sent when it is full and by :meth:`flush`, which every worker registers as a
-    before-commit hook (:func:`streams.kafka.rewinding.on_before_commit`): faust then flushes its
-    producer and commits, so a committed record's outputs are always acknowledged (at-least-once).
+    before-commit hook (:func:`streams.kafka.rewinding.on_before_commit`) followed by :meth:`confirm`,
+    so a committed record's outputs are always acknowledged (at-least-once).
     Per partition, batches are sent in the order they were filled, so outputs keep their order.
 
     The broker's answer to every batch (and to every record sent by :meth:`send_one`) is kept until
@@ -128,4 +128,3 @@ class BatchedOutput:
             for (topic, partition), batch in batches.items():
                 if batch.record_count():
                     await self._send(batch, topic, partition)
-

@@ -114,6 +114,13 @@ def leader_topic_name(app_id: str) -> str:
     return f"{app_id}-__assignor-__leader"
 
 
+def written_specs(app: faust.App, specs: list[TopicSpec], source: str) -> list[TopicSpec]:
+    """The topics of ``specs`` that a worker app writes: all but its ``source`` topic and faust's leader
+    topic (:func:`leader_topic_name`), which it only reads."""
+    skip = {source, leader_topic_name(app.conf.id)}
+    return [t for t in specs if t.name not in skip]
+
+
 def internal_specs(app: faust.App, *tables: Any) -> list[TopicSpec]:
     """Every topic faust itself would create for ``app``: the changelogs of ``tables`` and the leader topic (1 partition)."""
     return [*changelog_specs(*tables), TopicSpec(leader_topic_name(app.conf.id), 1)]

@@ -55,7 +55,7 @@ from streams.frames.steps import memory_call_of, route_hook_event
 from streams.kafka.batch_delivery import on_batch
 from streams.kafka.batched_output import BatchedOutput
 from streams.kafka.connection import ConnectionLike
-from streams.kafka.faust_app import internal_specs, leader_topic_name, make_faust_app, run_app
+from streams.kafka.faust_app import internal_specs, make_faust_app, run_app, written_specs
 from streams.kafka.lag import worker_group
 from streams.kafka.rewinding import on_before_commit
 from streams.kafka.topics import Topics, TopicSpec, partition_for
@@ -101,8 +101,7 @@ class HivestreamApp:
 
     def output_specs(self) -> list[TopicSpec]:
         """The topics the app writes (:meth:`topic_specs` without ``hook-events`` and faust's leader topic, which it only reads)."""
-        skip = {self.topics.hook_events, leader_topic_name(self.app.conf.id)}
-        return [t for t in self.topic_specs() if t.name not in skip]
+        return written_specs(self.app, self.topic_specs(), self.topics.hook_events)
 
 
 def create_app(

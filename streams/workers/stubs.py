@@ -28,7 +28,7 @@ import orjson
 from streams.kafka.batch_delivery import on_batch
 from streams.kafka.batched_output import BatchedOutput
 from streams.kafka.connection import ConnectionLike
-from streams.kafka.faust_app import internal_specs, leader_topic_name, make_faust_app
+from streams.kafka.faust_app import internal_specs, make_faust_app, written_specs
 from streams.kafka.rewinding import on_before_commit
 from streams.kafka.topics import Topics, TopicSpec
 from streams.model.clock import wall_clock_ms
@@ -72,8 +72,7 @@ class StubWorkerApp:
 
     def output_specs(self) -> list[TopicSpec]:
         """The topics the app writes (:meth:`topic_specs` without ``stub-events`` and faust's leader topic, which it only reads)."""
-        skip = {self.topics.stub_events, leader_topic_name(self.app.conf.id)}
-        return [t for t in self.topic_specs() if t.name not in skip]
+        return written_specs(self.app, self.topic_specs(), self.topics.stub_events)
 
 
 def create_stub_app(settings: Settings, policy: MatchPolicy, *, connection: ConnectionLike, partitions: int, store: str = "rocksdb://",
