@@ -42,9 +42,13 @@ HIVEMIND = ROOT / "bench" / "hivemind"
 
 
 def stage_run(path: str, db: str, jobs: str = "0") -> dict[str, float]:
-    """``run_files`` of ``path`` into ``db`` with ``jobs`` import processes; captures/s, peak RSS (MiB)
-    of this process and of the largest import process, CPU µs per capture of all of them."""
+    """``run_files`` of ``path`` into ``db`` with ``jobs`` import processes, after the collector
+    settings ``hivestream run`` makes (``streams.gc_tuning.tune_gc``); captures/s, peak RSS (MiB) of
+    this process and of the largest import process, CPU µs per capture of all of them."""
     from hivestream.embedded.frames import run_files
+    from streams.gc_tuning import tune_gc
+
+    tune_gc()  # as the `run` command does before run_files (until stop 31 the bench left it out: ~5 µs more per capture)
 
     def cpu_s(who: int) -> float:
         r = resource.getrusage(who)
