@@ -4,8 +4,9 @@ The projector assigns itself every partition of its topics and seeks to the posi
 DuckDB (never Kafka's committed offsets): each batch (up to thousands of records) is one
 transaction holding the rows and the next offsets, so a kill -9 at any moment loses nothing and
 doubles nothing, and a re-delivered event (same event id) changes nothing. One projector per
-DuckDB file; it publishes a snapshot for readers every few seconds (less often while copies of a
-large file are slow and records keep coming, :mod:`projections.frames.snapshot`).
+DuckDB file; it publishes a snapshot for readers every few seconds, between two batches: a
+checkpoint and a copy of the file's bytes (:func:`projections.frames.snapshot.publish_idle_snapshot`;
+less often while copies of a large file are slow and records keep coming).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any
 
 from projections.frames.decode import decode_frame_records
 from projections.frames.sink import DuckSink
-from projections.frames.snapshot import SnapshotPacing, publish_snapshot, write_heartbeat
+from projections.frames.snapshot import SnapshotPacing, publish_idle_snapshot, write_heartbeat
 from projections.reader.consumer import PartitionReader, TopicPartition
 from streams.kafka.connection import ConnectionLike
 from streams.memory_calls import MemoryToolCall
@@ -231,7 +232,7 @@ class Projector:
                         last_record = now
                     dirty = dirty or bool(n)
                     if dirty and pacing.due(now, quiet=batch is None):
-                        publish_snapshot(self.sink, self.clock())
+                        publish_idle_snapshot(self.sink, self.clock())
                         pacing.published(now, time.monotonic() - now, quiet=batch is None)
                         dirty = False
                     if self.snapshot_every_s and not dirty and now - last_beat >= self.snapshot_every_s:
@@ -250,7 +251,7 @@ class Projector:
                 if pending is not None:
                     pending.result()
         if self.snapshot_every_s and dirty:
-            publish_snapshot(self.sink, self.clock())
+            publish_idle_snapshot(self.sink, self.clock())
         return self.report
 
     def close(self) -> None:
