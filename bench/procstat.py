@@ -8,14 +8,17 @@ from pathlib import Path
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
-def proc_cpu_s(pid: int) -> float:
-    """User + system CPU seconds process ``pid`` has used so far (``/proc/<pid>/stat`` fields 14 and 15).
+def proc_cpu_s(pid: int, *, waited_children: bool = False) -> float:
+    """User + system CPU seconds process ``pid`` has used so far (``/proc/<pid>/stat`` fields 14 and 15),
+    plus, with ``waited_children``, those of its children it has waited for (fields 16 and 17: the
+    projector's short-lived ``cp`` of each snapshot).
 
     Raises:
         OSError: when the process is gone.
     """
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+    own = int(fields[11]) + int(fields[12])
+    return (own + (int(fields[13]) + int(fields[14]) if waited_children else 0)) / CLK_TCK
 
 
 def proc_peak_rss_mib(pid: int) -> float:
