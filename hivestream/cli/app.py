@@ -337,6 +337,9 @@ def main() -> None:
         if isinstance(e, KafkaSetupError) or type(e).__module__.split(".")[0] in ("kafka", "aiokafka"):
             err.print(f"[red]error:[/] {escape(explain(e))}", soft_wrap=True, highlight=False)
             sys.exit(2)
+        if isinstance(e, OSError):  # a file the command reads or writes (a full disk, a directory in the way): one line
+            err.print(f"[red]error:[/] {escape(str(e))}", soft_wrap=True, highlight=False)
+            sys.exit(2)
         raise
 
 
