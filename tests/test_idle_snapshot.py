@@ -7,18 +7,26 @@ publication left behind, and fall back to ``COPY FROM DATABASE`` when a WAL surv
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import duckdb
+import pytest
 
+from projections.frames import file_copy
+from projections.frames.file_copy import HeldFileCopy
 from projections.frames.sink import DuckSink
 from projections.frames.snapshot import publish_idle_snapshot, publish_snapshot
 from projections.reading import snapshot_path
+from tests.kafka_harness import unique_namespace
 from tests.test_frame_sink import _events
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
 
 TABLES = ("frames", "frame_captures", "positions", "dead_letters", "memory_tool_calls")
 _READER = """
@@ -61,7 +69,7 @@ def test_the_snapshot_holds_the_committed_rows_while_the_writer_holds_the_file(t
         publish_idle_snapshot(sink, 2_000)
         second = _read_in_another_process(snap)
         assert {t: second[t] for t in TABLES} == _rows(sink.con)
-        # the writer still holds its file: a copy made in this process would have dropped DuckDB's fcntl lock
+        # the writer still holds its file: a copy that closed its descriptor of it would have dropped DuckDB's fcntl lock
         other = subprocess.run([sys.executable, "-c", "import duckdb, sys; duckdb.connect(sys.argv[1], read_only=True)", str(db)],
                                capture_output=True, text=True, timeout=120, check=False)
         assert other.returncode != 0 and "lock" in other.stderr.lower(), other.stderr
@@ -114,3 +122,58 @@ def test_a_wal_left_after_the_checkpoint_takes_the_copy_path(tmp_path: Path) -> 
     finally:
         sink.con = real
         sink.close()
+
+
+@pytest.mark.parametrize("kernel_copy", [True, False])
+def test_held_file_copy_copies_every_byte_and_keeps_one_descriptor(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                   kernel_copy: bool) -> None:
+    src = tmp_path / "src.bin"
+    data = os.urandom(file_copy._CHUNK * 2 + 12_345)  # three chunks, the last one partial
+    src.write_bytes(data)
+    if not kernel_copy:  # a kernel or file system without copy_file_range between these files: pread / pwrite
+        def refuse(*_a: Any, **_k: Any) -> int:
+            raise OSError(errno.EXDEV, "cross-device")
+        monkeypatch.setattr(os, "copy_file_range", refuse)
+    copier = HeldFileCopy(src)
+    try:
+        assert copier.copy_to(tmp_path / "a.bin") == len(data)
+        assert (tmp_path / "a.bin").read_bytes() == data
+        fd = copier._fd
+        src.write_bytes(data[:100])  # the file changed: the next copy has its bytes, through the same descriptor
+        assert copier.copy_to(tmp_path / "a.bin") == 100 and (tmp_path / "a.bin").read_bytes() == data[:100]
+        assert copier._fd == fd
+    finally:
+        copier.close()
+    assert copier._fd is None
+
+
+def test_a_failed_copy_removes_its_partial_file_and_says_why(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    src = tmp_path / "src.bin"
+    src.write_bytes(os.urandom(file_copy._CHUNK + 10))
+    calls = []
+
+    def full_disk(src_fd: int, dst_fd: int, count: int, offset_src: int, offset_dst: int) -> int:
+        calls.append(count)
+        if len(calls) > 1:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        os.pwrite(dst_fd, os.pread(src_fd, count, offset_src), offset_dst)
+        return count
+
+    monkeypatch.setattr(os, "copy_file_range", full_disk)
+    copier = HeldFileCopy(src)
+    with pytest.raises(OSError, match="No space left"):
+        copier.copy_to(tmp_path / "part.bin")
+    copier.close()
+    assert not (tmp_path / "part.bin").exists()
+
+
+def test_a_publication_that_fails_is_one_line_from_the_projector(kafka_bootstrap: str, tmp_path: Path) -> None:
+    """A directory where the snapshot's temporary copy goes: `project` stops with one line and exit 2, no traceback."""
+    db = tmp_path / "p.duckdb"
+    (tmp_path / "p.duckdb.snapshot.tmp").mkdir()
+    done = subprocess.run([sys.executable, "-m", "hivestream", "project", "--db", str(db), "--namespace", unique_namespace("snapfail"),
+                           "--bootstrap", kafka_bootstrap, "--idle-exit", "2"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error:") and "p.duckdb.snapshot.tmp" in lines[0], done.stderr

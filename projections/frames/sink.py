@@ -18,6 +18,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from projections.frames.file_copy import HeldFileCopy
 from projections.frames.fingerprints import Fingerprints, Hashes
 from projections.frames.memory_calls import apply_memory_calls, ensure_memory_schema
 from projections.frames.rows import CAPTURE_COLUMNS, capture_columns
@@ -118,11 +119,15 @@ class DuckSink:
         self._ids: Fingerprints | None = None
         self._adding: tuple[Hashes, Hashes] | None = None
         self._marks: list[int] = []
+        self.file_copy = HeldFileCopy(self.path)  # the snapshot's byte copies (projections/frames/file_copy.py)
 
     def close(self) -> None:
-        """Checkpoint and close the file."""
-        self.con.execute("CHECKPOINT")
-        self.con.close()
+        """Checkpoint and close the file (then the copies' descriptor: closing it earlier would drop DuckDB's lock)."""
+        try:
+            self.con.execute("CHECKPOINT")
+            self.con.close()
+        finally:
+            self.file_copy.close()
 
     def __enter__(self) -> DuckSink:
         return self
