@@ -10,8 +10,8 @@ CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 def proc_cpu_s(pid: int, *, waited_children: bool = False) -> float:
     """User + system CPU seconds process ``pid`` has used so far (``/proc/<pid>/stat`` fields 14 and 15),
-    plus, with ``waited_children``, those of its children it has waited for (fields 16 and 17: the
-    projector's short-lived ``cp`` of each snapshot).
+    plus, with ``waited_children``, those of its children it has waited for (fields 16 and 17: short-lived
+    helpers a long-running process starts and reaps).
 
     Raises:
         OSError: when the process is gone.
