@@ -116,6 +116,15 @@ def publish_snapshot(sink: DuckSinkLike, published_at_ms: int) -> Path:
         cur.close()
 
 
+def _stamp(con: duckdb.DuckDBPyConnection, source: str, target: str, published_at_ms: int) -> None:
+    """Write ``snapshot_info`` (published_at_ms, positions as JSON) into the database ``target`` (``""``:
+    the one ``con`` uses), with the positions of ``source``'s ``positions`` table, read in ``con``'s
+    transaction: what readers check a snapshot's freshness and coverage against (projections/reading.py)."""
+    positions = con.execute(f"SELECT input, src_partition, next_offset FROM {source}positions ORDER BY ALL").fetchall()
+    con.execute(f"CREATE TABLE {target}snapshot_info (published_at_ms BIGINT, positions VARCHAR)")
+    con.execute(f"INSERT INTO {target}snapshot_info VALUES (?, ?)", [published_at_ms, json.dumps(positions)])
+
+
 def publish_idle_snapshot(sink: HoldingSinkLike, published_at_ms: int) -> Path:
     """:func:`publish_snapshot` for a writer with nothing in flight: checkpoint, then copy the file's bytes.
 
@@ -126,7 +135,7 @@ def publish_idle_snapshot(sink: HoldingSinkLike, published_at_ms: int) -> Path:
     file, which then *is* a consistent database: it is copied as bytes through the sink's own
     descriptor (:class:`projections.frames.file_copy.HeldFileCopy`, which keeps DuckDB's ``fcntl``
     lock), the copy is opened as a database of its own to add ``snapshot_info`` with the positions
-    read before the copy, and renamed over the previous snapshot. A guard: should a WAL remain after
+    it holds, and renamed over the previous snapshot. A guard: should a WAL remain after
     the checkpoint (DuckDB 2.0 either checkpoints or raises ``TransactionException`` while another
     cursor has an open write transaction), the byte copy would miss its rows, so this then falls
     back to :func:`publish_snapshot`. Frequent checkpoints leave free blocks in the file, which the
@@ -145,7 +154,6 @@ def publish_idle_snapshot(sink: HoldingSinkLike, published_at_ms: int) -> Path:
     wal = Path(f"{db}.wal")
     if wal.exists() and wal.stat().st_size:
         return publish_snapshot(sink, published_at_ms)
-    positions = con.execute("SELECT input, src_partition, next_offset FROM positions ORDER BY ALL").fetchall()
     target = snapshot_path(db)
     tmp = Path(f"{target}.tmp")
     tmp.unlink(missing_ok=True)
@@ -154,8 +162,9 @@ def publish_idle_snapshot(sink: HoldingSinkLike, published_at_ms: int) -> Path:
     try:
         snap = duckdb.connect(str(tmp))
         try:
-            snap.execute("CREATE TABLE snapshot_info (published_at_ms BIGINT, positions VARCHAR)")
-            snap.execute("INSERT INTO snapshot_info VALUES (?, ?)", [published_at_ms, json.dumps(positions)])
+            snap.execute("BEGIN TRANSACTION")
+            _stamp(snap, "", "", published_at_ms)  # the copy's own positions: the file as checkpointed
+            snap.execute("COMMIT")
             snap.execute("CHECKPOINT")
         finally:
             snap.close()
@@ -191,9 +200,7 @@ def copy_snapshot(con: duckdb.DuckDBPyConnection, db: Path, published_at_ms: int
         con.execute("BEGIN TRANSACTION")
         try:
             con.execute(f'COPY FROM DATABASE "{main}" TO _snap')
-            positions = con.execute(f'SELECT input, src_partition, next_offset FROM "{main}".positions ORDER BY ALL').fetchall()
-            con.execute("CREATE TABLE _snap.snapshot_info (published_at_ms BIGINT, positions VARCHAR)")
-            con.execute("INSERT INTO _snap.snapshot_info VALUES (?, ?)", [published_at_ms, json.dumps(positions)])
+            _stamp(con, f'"{main}".', "_snap.", published_at_ms)
             con.execute("COMMIT")
         except BaseException:
             with contextlib.suppress(duckdb.Error):
