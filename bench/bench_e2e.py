@@ -16,8 +16,8 @@ peak RSS the largest) measures, one after the other:
   ``memory-calls``, read after the workers' lag reached zero. The clock therefore includes up
   to ``--snapshot-every`` seconds (the CLI default, 2 s) plus one snapshot copy after the last
   batch. Wall seconds, events/s (backlog lines / wall), CPU µs per event summed over the produce
-  (its import processes included), both workers and the projector (children they reaped included;
-  from the clock's start to its stop), and the peak RSS (VmHWM) of each process;
+  (its import processes included), both workers and the projector (from the clock's start to its
+  stop), and the peak RSS (VmHWM) of each process;
 * the anchor: ``hivestream run`` of the same file into a fresh DuckDB, as a process (a CLI start is
   in both clocks, like the produce's), wall seconds and events/s.
 
@@ -62,7 +62,7 @@ POLL_S = 0.2
 @dataclass
 class Proc:
     """A process of the benchmark: its ``Popen``, the peak RSS (MiB) seen of it and of its children
-    (import processes or other helpers; by pid), and its CPU seconds once measured."""
+    (import processes, by pid), and its CPU seconds once measured."""
 
     name: str
     popen: subprocess.Popen[bytes]
@@ -210,7 +210,7 @@ def kafka_path(bootstrap: str, log: Path, lines: int, d: Path, partitions: int, 
             if time.monotonic() > deadline or any(p.reap() is not None for p in procs):
                 raise RuntimeError("the workers or the projector did not start")
             time.sleep(0.5)
-        cpu0 = [proc_cpu_s(p.popen.pid, waited_children=True) for p in procs]  # children they reaped too
+        cpu0 = [proc_cpu_s(p.popen.pid) for p in procs]
         deadline = time.monotonic() + timeout_s
         t0 = time.perf_counter()
         prod = spawn("produce", bootstrap, ["produce", str(log), "--namespace", ns, "--jobs", str(jobs)])
@@ -236,7 +236,7 @@ def kafka_path(bootstrap: str, log: Path, lines: int, d: Path, partitions: int, 
             if not caught:
                 time.sleep(POLL_S)
         wall = time.perf_counter() - t0
-        each = {p.name: proc_cpu_s(p.popen.pid, waited_children=True) - c for p, c in zip(procs, cpu0, strict=True)}
+        each = {p.name: proc_cpu_s(p.popen.pid) - c for p, c in zip(procs, cpu0, strict=True)}
         each[prod.name] = prod.cpu_s
         cpu = sum(each.values())
         for p in procs:
@@ -250,7 +250,7 @@ def kafka_path(bootstrap: str, log: Path, lines: int, d: Path, partitions: int, 
     for p in (*procs, prod):
         figs[f"rss:{p.name}"] = p.rss
         if p.child_rss:
-            figs[f"rss:{p.name} child process"] = max(p.child_rss.values())
+            figs[f"rss:{p.name} import process"] = max(p.child_rss.values())
     return figs, db
 
 

@@ -8,17 +8,14 @@ from pathlib import Path
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
-def proc_cpu_s(pid: int, *, waited_children: bool = False) -> float:
-    """User + system CPU seconds process ``pid`` has used so far (``/proc/<pid>/stat`` fields 14 and 15),
-    plus, with ``waited_children``, those of its children it has waited for (fields 16 and 17: short-lived
-    helpers a long-running process starts and reaps).
+def proc_cpu_s(pid: int) -> float:
+    """User + system CPU seconds process ``pid`` has used so far (``/proc/<pid>/stat`` fields 14 and 15).
 
     Raises:
         OSError: when the process is gone.
     """
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    own = int(fields[11]) + int(fields[12])
-    return (own + (int(fields[13]) + int(fields[14]) if waited_children else 0)) / CLK_TCK
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK
 
 
 def proc_peak_rss_mib(pid: int) -> float:
