@@ -22,7 +22,7 @@ from typing import Any
 from projections.frames.memory_calls import MemoryCallPass
 from projections.frames.sink import DuckSink
 from streams.frames.capture import Capture
-from streams.frames.capture_import import CaptureOptions, ImportTask, Outcome, file_tasks, import_task, outcomes, rejection
+from streams.frames.capture_import import CaptureOptions, ImportTask, Outcome, file_tasks, hook_outcomes, import_task, outcomes, rejection
 from streams.frames.dedup import DedupCore, FrameEvent
 from streams.importers.files import Item, detect_format, import_file, read_lines
 from streams.importers.ordered_pool import OrderedPool
@@ -133,7 +133,8 @@ class EmbeddedRunner:
         origin = origin_of(path)
         fmt, items = import_file(path, gateway=gateway)
         self.report.inputs[str(path)] = fmt
-        self.run_outcomes(origin, outcomes(items, self.options(), file_id_of(origin)))
+        opts, fid = self.options(), file_id_of(origin)
+        self.run_outcomes(origin, hook_outcomes(read_lines(path), 0, opts, fid) if fmt == "hook-events" else outcomes(items, opts, fid))
 
     def run_items(self, origin: str, items: Iterable[Item]) -> None:
         """Run a stream of importer items that came from ``origin`` (see :meth:`run_outcomes`)."""

@@ -21,10 +21,14 @@ from pathlib import Path
 from typing import Any
 
 from streams.frames.capture import to_capture
-from streams.importers.files import CHUNK_BYTES, Item, import_file, import_hook_events, split_lines
+from streams.frames.fast_capture import line_capture
+from streams.importers.files import CHUNK_BYTES, Item, import_file, split_lines
 from streams.memory_calls import DEFAULT_RULES, MemoryToolCall, ToolRule, memory_call
+from streams.model import fastpath
 from streams.model.body_hash import KeyStrategy
 from streams.model.deadletter import Reason, RejectedInput
+from streams.model.decode import decode_hook_record
+from streams.model.events import HookEvent
 from streams.settings import DEFAULT_MAX_BODY_BYTES
 
 
@@ -70,16 +74,44 @@ def outcomes(items: Iterable[Item], opts: CaptureOptions, file_id: int) -> Itera
     Never raises on data: a bad line or event is an ``"e"`` / ``"d"`` outcome.
     """
     for off, raw, item in items:
-        if isinstance(item, RejectedInput):
-            yield off, "d", raw, (str(item.reason), item.detail, ""), None
+        yield item_outcome(off, raw, item, opts, file_id)
+
+
+def item_outcome(off: int, raw: bytes, item: HookEvent | RejectedInput, opts: CaptureOptions, file_id: int) -> Outcome:
+    """What one importer item becomes (see :func:`outcomes`); never raises on data."""
+    if isinstance(item, RejectedInput):
+        return off, "d", raw, (str(item.reason), item.detail, ""), None
+    call = memory_call(item, opts.rules)
+    try:
+        cap = to_capture(item, strategy=opts.strategy, max_body_bytes=opts.max_body_bytes, partition=file_id, offset=off)
+    except RejectedInput as e:
+        return off, "e", raw, (str(e.reason), e.detail, item.event_id), call
+    return (off, "n", None, None, call) if cap is None else (off, "c", None, cap, call)
+
+
+def hook_outcomes(lines: Iterable[bytes], start: int, opts: CaptureOptions, file_id: int) -> Iterator[Outcome]:
+    """:func:`outcomes` of a hook-event file's lines (offsets from ``start``; blank lines skipped, as
+    :func:`streams.importers.files.import_hook_events` does), with ``run``'s line fast path first
+    (:func:`streams.frames.fast_capture.line_capture`, on the :mod:`streams.model.fastpath` switch):
+    a capture it covers is a ``"c"`` outcome whose payload is the plain tuple of the capture's
+    fields and no memory tool call; every other line takes the general path. The same outcomes
+    as :func:`outcomes` over :func:`~streams.importers.files.import_hook_events`, but for that
+    payload's type (the runner makes a :class:`~streams.frames.capture.Capture` of a tuple).
+    """
+    fast = fastpath.ENABLED
+    strategy, limit = opts.strategy, opts.max_body_bytes
+    for off, line in enumerate(lines, start):
+        if not line.strip():
             continue
-        call = memory_call(item, opts.rules)
+        cap = line_capture(line, strategy, limit, file_id, off) if fast else None
+        if cap is not None:
+            yield off, "c", None, cap, None
+            continue
         try:
-            cap = to_capture(item, strategy=opts.strategy, max_body_bytes=opts.max_body_bytes, partition=file_id, offset=off)
+            item: HookEvent | RejectedInput = decode_hook_record(line)
         except RejectedInput as e:
-            yield off, "e", raw, (str(e.reason), e.detail, item.event_id), call
-            continue
-        yield (off, "n", None, None, call) if cap is None else (off, "c", None, cap, call)
+            item = e
+        yield item_outcome(off, line, item, opts, file_id)
 
 
 def rejection(payload: tuple[str, str, str]) -> RejectedInput:
@@ -131,6 +163,9 @@ def import_task(job: tuple[int, ImportTask]) -> tuple[int, list[Outcome]]:
         OSError: when a session file cannot be read.
     """
     tag, (path, fmt, data, first, gateway, file_id, opts) = job
-    items = import_file(Path(path), gateway=gateway, fmt=fmt)[1] if data is None else import_hook_events(split_lines(data), start=first)
+    if data is not None:
+        return tag, [(o[0], "c", None, tuple(o[3]), o[4]) if o[1] == "c" and type(o[3]) is not tuple else o
+                     for o in hook_outcomes(split_lines(data), first, opts, file_id)]
+    items = import_file(Path(path), gateway=gateway, fmt=fmt)[1]
     return tag, [(o[0], "c", None, tuple(o[3]), o[4]) if o[1] == "c" else o for o in outcomes(items, opts, file_id)]
 

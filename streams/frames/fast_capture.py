@@ -1,0 +1,94 @@
+"""``run``'s fast path for a hook-event line: native payload bytes → the fields of its :class:`~streams.frames.capture.Capture`.
+
+The usual lines of a hook-event log are Claude Code / Codex hook payloads and OpenClaw
+``message:*`` events carrying turn text. For those, :func:`line_capture` computes the capture that
+:func:`streams.model.decode.decode_hook_record` followed by :func:`streams.frames.capture.to_capture`
+would give, from the adapters' own field functions and the fields
+:func:`streams.model.event_build.checked_fields` accepts, without building a
+:class:`~streams.model.events.HookEvent` or a :class:`~streams.frames.capture.Capture` (the import
+processes send the runner plain tuples; :func:`streams.frames.capture_import.import_task`). It is
+the twin of ``produce``'s :func:`streams.produce.fast_records.line_record`, which covers the same
+lines and stops at the record instead of the capture.
+
+Whatever is not plainly such a line (a serialised event, a KnowHub line, a line orjson would read
+differently, a rejected event, a tool event (a possible memory tool call), an event without turn
+text, an empty body, a body over :data:`_MAX_PLAIN_BODY` or the configured limit) gives ``None``,
+and the caller takes the general path, which also makes every dead letter.
+``tests/test_fast_capture.py`` compares both paths outcome for outcome.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+from streams.model.adapters import detect_runtime, payload_time_ms
+from streams.model.adapters.claude_code import backend_hook_fields
+from streams.model.adapters.openclaw import openclaw_fields
+from streams.model.body_hash import KeyStrategy, dedup_key
+from streams.model.deadletter import RejectedInput
+from streams.model.decode import _orjson_object
+from streams.model.event_build import EventFields, checked_fields
+from streams.model.events import CAPTURE_TYPES, _event_prefix
+from streams.model.jsstring import js_trim, to_js_utf16
+from streams.model.prefix import DEFAULT_SCOPE
+
+_SERIALISED = b'{"schema_version":1,'
+_MAX_PLAIN_BODY = 100_000
+"""Bodies up to this many UTF-8 bytes need no JSON-size check (:func:`streams.frames.capture.capture_body_hash`
+measures the JSON only above it); longer ones take the general path."""
+_TOOL_EVENTS = frozenset({"PostToolUse", "PostToolUseFailure", "after_tool_call"})
+"""Native events :func:`streams.memory_calls.memory_call` reads (never captures; excluded all the same)."""
+
+CaptureFields = tuple[str, str, str, str, str, str, str, str | None, str | None, str, int, int, int]
+"""The values of a :class:`~streams.frames.capture.Capture` in its field order (``Capture._make`` of them is the capture)."""
+
+
+def line_capture(line: bytes, strategy: KeyStrategy, max_body_bytes: int, partition: int, offset: int) -> CaptureFields | None:
+    """The capture fields of one hook-event line, or None for the general path.
+
+    Args:
+        line: one line of a hook-event JSONL file (no line end).
+        strategy, max_body_bytes: the dedup key strategy and the largest stripped body (UTF-8 bytes),
+            as :func:`streams.frames.capture.to_capture` takes them (the memory tool rules do not
+            apply: no tool event is covered).
+        partition, offset: the capture's position (the runner's file id, the line's offset).
+
+    Returns:
+        Exactly ``tuple(to_capture(decode_hook_record(line), strategy=…, max_body_bytes=…,
+        partition=partition, offset=offset))`` when that is a capture with no memory tool call, or None.
+    """
+    if line.startswith(_SERIALISED):
+        return None
+    obj = _orjson_object(line)
+    if obj is None or "schema_version" in obj:
+        return None
+    fields: EventFields
+    try:
+        runtime = detect_runtime(obj)
+        if runtime == "openclaw":
+            fields = openclaw_fields(obj, payload_time_ms(obj, None))
+        elif runtime == "claude-code" or runtime == "codex":
+            fields = backend_hook_fields(obj, payload_time_ms(obj, None), runtime)
+        else:
+            return None
+    except (RejectedInput, TypeError, ValueError, AttributeError, KeyError):
+        return None  # the general path rejects it with the same reason and text
+    d = checked_fields(fields)
+    if d is None or d["content"] is not None or d["event_type"] not in CAPTURE_TYPES or d["native_event"] in _TOOL_EVENTS:
+        return None  # pydantic's call, verbatim content (the general strip), or no capture
+    body = d["body"]
+    if body is None:
+        return None
+    stripped = js_trim(body if body.isascii() else to_js_utf16(body))
+    encoded = stripped.encode("utf-8")
+    if not stripped or len(encoded) > _MAX_PLAIN_BODY or len(encoded) > max_body_bytes:
+        return None  # the general path rejects it (empty, too large) or measures its JSON
+    source, session, event_type, parent, project = d["source"], d["session"], d["event_type"], d["parent"], d["project"]
+    try:
+        content = _event_prefix(source, session or DEFAULT_SCOPE, parent, event_type, project) + body
+    except ValueError:
+        return None
+    h = hashlib.sha256(encoded).hexdigest()
+    return (d["event_id"], dedup_key(h, event_type, strategy), h, content, source, session, event_type, parent, project,
+            d["importance"], d["event_time_ms"], partition, offset)
+

@@ -1,0 +1,105 @@
+"""``run``'s line fast path (:mod:`streams.frames.fast_capture`) against the general path it skips, outcome for outcome.
+
+The general path decodes a line into a :class:`~streams.model.events.HookEvent`
+(:func:`~streams.model.decode.decode_hook_record`), makes its capture
+(:func:`~streams.frames.capture.to_capture`) and notes its memory tool call; the fast path makes
+the capture's fields straight from the payload. Whenever the fast path answers, its answer must
+be the general path's capture field for field (and no memory tool call), on odd payloads of every
+shape it covers, under every key strategy and body limit; and the runner must write the same
+tables either way.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from hivestream.embedded.frames import run_files
+from streams.frames.capture import Capture
+from streams.frames.capture_import import CaptureOptions, hook_outcomes, item_outcome, outcomes
+from streams.frames.fast_capture import line_capture
+from streams.importers.files import import_hook_events, read_lines
+from streams.model import fastpath
+from streams.model.body_hash import KeyStrategy
+from streams.model.deadletter import RejectedInput
+from streams.model.decode import decode_hook_record
+from streams.settings import DEFAULT_MAX_BODY_BYTES
+from tests.test_fast_import import BACKEND, OPENCLAW, backlog  # noqa: F401 (the module fixture)
+
+OPTIONS = [CaptureOptions(), CaptureOptions(KeyStrategy.BODY_EVENT), CaptureOptions(max_body_bytes=12), CaptureOptions(max_body_bytes=1)]
+
+
+def general(line: bytes, opts: CaptureOptions, off: int) -> tuple[str, Any, Any]:
+    """The general path's outcome of one line: (kind, payload as a plain tuple when a capture, memory call)."""
+    try:
+        item: Any = decode_hook_record(line)
+    except RejectedInput as e:
+        item = e
+    o = item_outcome(off, line, item, opts, 7)
+    return o[1], tuple(o[3]) if o[1] == "c" else o[3], o[4]
+
+
+@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.one_of(BACKEND, OPENCLAW), st.sampled_from(OPTIONS), st.integers(0, 10**6))
+def test_line_capture_equals_the_general_path(payload: dict[str, Any], opts: CaptureOptions, off: int) -> None:
+    """Whenever the fast path gives capture fields, the general path gives that capture and no memory tool call."""
+    line = json.dumps(payload).encode("utf-8", "surrogatepass")
+    cap = line_capture(line, opts.strategy, opts.max_body_bytes, 7, off)
+    if cap is not None:
+        assert ("c", cap, None) == general(line, opts, off)
+        assert Capture._make(cap).offset == off
+
+
+def normalised(outs: Any) -> list[Any]:
+    """Outcomes with a capture payload as the plain tuple of its fields."""
+    return [(o[0], o[1], o[2], tuple(o[3]), o[4]) if o[1] == "c" else o for o in outs]
+
+
+@pytest.mark.parametrize("opts", OPTIONS)
+def test_hook_outcomes_equal_the_general_outcomes(backlog: Path, opts: CaptureOptions) -> None:  # noqa: F811
+    """The backlog (with its bad, blank, odd and huge lines): the same outcomes, in order, from any start offset."""
+    lines = [*read_lines(backlog), b"", b"   ", b'{"schema_version": 1}', b"not json"]
+    fast = normalised(hook_outcomes(lines, 40, opts, 7))
+    assert fast == normalised(outcomes(import_hook_events(lines, start=40), opts, 7))
+    assert len(fast) > 8_000
+
+
+def test_the_fast_path_is_really_taken(backlog: Path) -> None:  # noqa: F811
+    """Most of the backlog's captures are made by the fast path (else the comparisons prove little)."""
+    lines = list(read_lines(backlog))
+    taken = sum(line_capture(ln, KeyStrategy.BODY, DEFAULT_MAX_BODY_BYTES, 7, i) is not None for i, ln in enumerate(lines))
+    captures = sum(o[1] == "c" for o in outcomes(import_hook_events(lines), CaptureOptions(), 7))
+    assert taken > 0.95 * captures > 7_000
+
+
+def test_the_switch_turns_it_off(backlog: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+    """``HIVESTREAM_FAST_IMPORT=0`` (``fastpath.ENABLED`` false): every capture is a :class:`Capture` of the general path."""
+    lines = list(read_lines(backlog))[:500]
+    monkeypatch.setattr(fastpath, "ENABLED", False)
+    assert all(type(o[3]) is Capture for o in hook_outcomes(lines, 0, CaptureOptions(), 7) if o[1] == "c")
+    monkeypatch.setattr(fastpath, "ENABLED", True)
+    assert any(type(o[3]) is tuple for o in hook_outcomes(lines, 0, CaptureOptions(), 7) if o[1] == "c")
+
+
+@pytest.mark.parametrize("jobs", [0, 2])
+def test_run_writes_the_same_tables_on_both_paths(backlog: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, jobs: int) -> None:  # noqa: F811
+    """``hivestream run`` of the backlog with the fast path and without it: every table equal row for row."""
+    tables = {}
+    for on in (True, False):
+        monkeypatch.setattr(fastpath, "ENABLED", on)
+        db = tmp_path / f"{on}.duckdb"
+        run_files([backlog], db, jobs=jobs, clock=lambda: 0)
+        con = duckdb.connect(str(db), read_only=True)
+        try:
+            tables[on] = {t: sorted(con.execute(f"SELECT * FROM {t}").fetchall(), key=repr)
+                          for t in ("frames", "frame_captures", "dead_letters", "dedup_state", "positions", "memory_tool_calls")}
+        finally:
+            con.close()
+    assert tables[True] == tables[False]
+    assert len(tables[True]["frame_captures"]) > 7_000 and tables[True]["dead_letters"]
