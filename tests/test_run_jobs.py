@@ -175,3 +175,26 @@ def test_import_processes_end_with_a_killed_parent() -> None:
     while any(_alive(x) for x in pids) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not any(_alive(x) for x in pids), "import processes outlived their parent"
+
+
+def test_duckdb_runs_one_thread_beside_import_processes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With import processes the runner's DuckDB connection runs one thread (they hold the other
+    cores); in one process it keeps DuckDB's default."""
+    from hivestream.embedded import frames as embedded
+    from projections.frames.sink import DuckSink
+
+    seen: list[int] = []
+
+    class Recording(DuckSink):
+        def __init__(self, path: str | Path, **kw: object) -> None:
+            super().__init__(path, **kw)  # type: ignore[arg-type]
+            ((threads,),) = self.con.execute("SELECT current_setting('threads')").fetchall()
+            seen.append(int(threads))
+
+    monkeypatch.setattr(embedded, "DuckSink", Recording)
+    memory = SAMPLES / "demo-memory-tools.jsonl"
+    run_files([memory], tmp_path / "pooled.duckdb", jobs=2)
+    run_files([memory], tmp_path / "one.duckdb", jobs=0)
+    default = duckdb.connect().execute("SELECT current_setting('threads')").fetchone()
+    assert default is not None
+    assert seen == [1, int(default[0])]

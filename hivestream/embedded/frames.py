@@ -87,16 +87,18 @@ class EmbeddedRunner:
         db: path of the DuckDB file (created when missing).
         settings: dedup and batch settings.
         clock: epoch-ms clock for dead-letter stamps (injected for tests).
+        duckdb_threads: DuckDB's threads for the file (:class:`DuckSink`), else DuckDB's default.
 
     Raises:
         projections.frames.sink.MetaMismatch: when ``db`` was built with other dedup settings.
         duckdb.IOException: when another process holds ``db``.
     """
 
-    def __init__(self, db: str | Path, settings: Settings | None = None, clock: Clock = wall_clock_ms) -> None:
+    def __init__(self, db: str | Path, settings: Settings | None = None, clock: Clock = wall_clock_ms, *,
+                 duckdb_threads: int | None = None) -> None:
         self.settings = settings or Settings()
         self.clock = clock
-        self.sink = DuckSink(db)
+        self.sink = DuckSink(db, threads=duckdb_threads)
         self.sink.check_meta(settings_meta(self.settings))
         self.core = DedupCore(
             self.settings.window,
@@ -261,7 +263,8 @@ def run_files(
 
     Args:
         jobs: import processes beside this one (0: import here). The import processes are forked
-            before the DuckDB file is opened; the result is the same for every value.
+            before the DuckDB file is opened; the result is the same for every value. With import
+            processes, DuckDB runs one thread (see :class:`DuckSink`'s ``threads``).
 
     Raises:
         OSError, projections.frames.sink.MetaMismatch, duckdb.IOException: see :class:`EmbeddedRunner`.
@@ -272,7 +275,7 @@ def run_files(
     paths = list(paths)
     if jobs:
         with OrderedPool(import_task, jobs) as pool:
-            runner = EmbeddedRunner(db, settings, clock)
+            runner = EmbeddedRunner(db, settings, clock, duckdb_threads=1)  # the import processes hold the other cores
             try:
                 runner.run_pooled(paths, pool, gateway=gateway, on_file=on_file)
             finally:
