@@ -9,7 +9,8 @@ Input: ``bench/backlog.py`` with ``--turns`` turns (default 50,000 = 200,000 cap
 * scale: ``hivestream run`` on ``--scale`` times the turns (default 10: 2,000,000 events; 100: 20,000,000,
   generated as a stream, ~11 GB of JSONL), ``--scale-runs`` times (median); its CPU per capture and
   peak RSS over the ones at 1× (issue 20: the cost of a capture does not grow with the input, targets
-  ≤ 1.05 and ≤ 1.5).
+  ≤ 1.05 and ≤ 1.5). The runs of both sizes alternate, each large run printed with the ratio to the
+  1× run just before it.
 
 ``--jobs N`` (default 2) runs the import in N processes beside the dedup and DuckDB writer
 (``hivestream run --jobs N``); the one-process run (``--jobs 0``) is printed beside it.
@@ -113,7 +114,27 @@ def main() -> None:
         lines = write_backlog(log, BacklogSpec(turns=a.turns))
         print(f"machine: {platform.machine()}, {os.cpu_count()} cores, python {platform.python_version()}, node "
               f"{subprocess.run(['node', '--version'], capture_output=True, text=True).stdout.strip()}; backlog {lines} lines", flush=True)
-        runs = [run_once(log, d, i, a.jobs) for i in range(a.runs)]
+        blog = d / "big.jsonl"
+        if a.scale > 1:
+            big_lines = write_backlog(blog, BacklogSpec(turns=a.turns * a.scale, days=12 * a.scale))
+            print(f"scale: {big_lines} lines", flush=True)
+        # The runs at 1x and at --scale alternate (1x, big, 1x, big, ...), so both sizes meet the
+        # same state of the machine: CPU per capture drifted by 5-10 % between phases of one bench
+        # (stop 32), as much as the 5 % the comparison is about.
+        runs: list[dict[str, float]] = []
+        bigs: list[dict[str, float]] = []
+        for i in range(max(a.runs, a.scale_runs if a.scale > 1 else 0)):
+            if i < a.runs:
+                runs.append(run_once(log, d, i, a.jobs))
+            if a.scale > 1 and i < a.scale_runs:
+                bigs.append(run_once(blog, d, 99, a.jobs))
+                (d / "run99.duckdb").unlink()
+                print(f"  {a.scale}x run {i + 1}: {bigs[-1]['rate']:,.0f} captures/s, CPU {bigs[-1]['cpu_us']:,.1f} us/capture, "
+                      f"peak RSS {bigs[-1]['rss']:,.0f} MiB"
+                      + (f" (the 1x run before it: {runs[i]['cpu_us']:,.1f} us/capture, ratio {bigs[-1]['cpu_us'] / runs[i]['cpu_us']:.3f})"
+                         if i < len(runs) else ""), flush=True)
+        if blog.exists():
+            blog.unlink()
         single = [run_once(log, d, 10 + i, 0) for i in range(a.runs)] if a.jobs else []
         n = captures_json(log, d / "captures.json")
         anchor = []
@@ -121,17 +142,6 @@ def main() -> None:
             res = json.loads(subprocess.run(["node", str(HIVEMIND / "dedup.mjs"), str(d / "captures.json"), str(d / f"hm{i}.sqlite")],
                                             capture_output=True, text=True, check=True).stdout)
             anchor.append(n / res["seconds"])
-        bigs = []
-        if a.scale > 1:
-            blog = d / "big.jsonl"
-            big_lines = write_backlog(blog, BacklogSpec(turns=a.turns * a.scale, days=12 * a.scale))
-            log.unlink()
-            print(f"scale: {big_lines} lines", flush=True)
-            for i in range(a.scale_runs):
-                bigs.append(run_once(blog, d, 99, a.jobs))
-                (d / "run99.duckdb").unlink()
-                print(f"  {a.scale}x run {i + 1}: {bigs[-1]['rate']:,.0f} captures/s, CPU {bigs[-1]['cpu_us']:,.1f} us/capture, "
-                      f"peak RSS {bigs[-1]['rss']:,.0f} MiB", flush=True)
 
     rate = statistics.median(r["rate"] for r in runs)
     rss = max(r["rss"] for r in runs)
