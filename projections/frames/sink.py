@@ -317,7 +317,9 @@ class DuckSink:
         batch's frames already in ``frames`` are looked for among the rows of the last
         :data:`RECENT_BATCHES` batches first, accepted only when every frame id whose fingerprint
         is held was found there (frame ids are unique in ``frames``), else in the whole table.
-        Either way the rows matched are the ones a full scan matches.
+        Either way the rows matched are the ones a full scan matches. When no frame id of the
+        batch has a held fingerprint, no frame can be in the table, and the batch's fold is
+        inserted without a temporary table.
         """
         con = self.con
         ids = self._fingerprints()
@@ -340,19 +342,19 @@ class DuckSink:
                 hashes = _hashes(con, "SELECT hash(event_id) AS h FROM _new")
             ((rows_before,),) = con.execute("SELECT count(*) FROM frames").fetchall()
             con.execute(_INSERT_CAPTURES.format(src=src))
-            con.execute(f"CREATE OR REPLACE TEMP TABLE _agg AS {_FRAME_AGG.format(src=src)}")
-            frame_hashes = _hashes(con, "SELECT hash(frame_id) AS h FROM _agg")
+            frame_hashes = _hashes(con, f"SELECT DISTINCT hash(frame_id) AS h FROM {src}")
             held = int(ids.maybe(frame_hashes).sum())
-            hits = 0
-            if held:
-                hits = self._find_frames(held)
-            if hits:
-                con.execute(_MERGE_FRAMES)
-                con.execute("INSERT INTO frames BY NAME SELECT * FROM _agg ANTI JOIN _hit USING (frame_id)")
-            else:
-                con.execute("INSERT INTO frames BY NAME SELECT * FROM _agg")
-            con.execute("DROP TABLE _agg")
-            con.execute("DROP TABLE IF EXISTS _hit")
+            if held:  # some frame may be in the table already: the batch's frames are found, then merged or inserted
+                con.execute(f"CREATE OR REPLACE TEMP TABLE _agg AS {_FRAME_AGG.format(src=src)}")
+                if self._find_frames(held):
+                    con.execute(_MERGE_FRAMES)
+                    con.execute("INSERT INTO frames BY NAME SELECT * FROM _agg ANTI JOIN _hit USING (frame_id)")
+                else:
+                    con.execute("INSERT INTO frames BY NAME SELECT * FROM _agg")
+                con.execute("DROP TABLE _agg")
+                con.execute("DROP TABLE IF EXISTS _hit")
+            else:  # every frame is new (the usual batch): the fold goes straight into the table
+                con.execute(f"INSERT INTO frames BY NAME {_FRAME_AGG.format(src=src)}")
             ((created, dups),) = con.execute(
                 f"SELECT count(*) FILTER (WHERE NOT is_duplicate), count(*) FILTER (WHERE is_duplicate) FROM {src}").fetchall()
             if src == "_new":
