@@ -236,3 +236,17 @@ def test_a_batch_of_new_captures_scans_neither_whole_table(tmp_path: Path) -> No
     joins = [q for q in rec.sql if "FROM frames f JOIN _agg" in q]
     assert joins and all("WHERE f.rowid >=" in q for q in joins)
     assert (frames, caps) == _oracle(events)
+
+
+def test_capture_columns_are_the_rows_transposed() -> None:
+    """The columns equal :func:`event_row` of each event in order (seq the index), touches without content."""
+    from projections.frames.rows import CAPTURE_COLUMNS, event_row
+
+    events = _events(500)
+    events.append(events[0]._replace(kind="touched", late=True))
+    rows = [event_row(fe, i) for i, fe in enumerate(events)]
+    cols = capture_columns(events)
+    assert list(cols) == list(CAPTURE_COLUMNS)
+    assert [tuple(cols[c][i] for c in CAPTURE_COLUMNS) for i in range(len(events))] == rows
+    assert {fe.kind for fe in events} == {"created", "touched"} and any(fe.late for fe in events)
+    assert capture_columns(iter(events)) == cols and capture_columns([]) == {c: [] for c in CAPTURE_COLUMNS}

@@ -35,8 +35,22 @@ def event_row(fe: FrameEvent, seq: int) -> tuple[Any, ...]:
 
 
 def capture_columns(events: Iterable[FrameEvent]) -> dict[str, list[Any]]:
-    """Columns (name → list, one entry per event) of the capture rows of ``events`` (see :func:`event_row`)."""
-    rows = [event_row(fe, i) for i, fe in enumerate(events)]
-    if not rows:
+    """Columns (name → list, one entry per event) of the capture rows of ``events``: the rows of
+    :func:`event_row` (``seq`` the index), built by transposing the events and their captures
+    (no tuple per row: the embedded runner's writer spent ~1 µs per capture on the rows)."""
+    evs = list(events)
+    if not evs:
         return {c: [] for c in CAPTURE_COLUMNS}
-    return {name: list(col) for name, col in zip(CAPTURE_COLUMNS, zip(*rows, strict=True), strict=True)}
+    kinds, frame_ids, caps, frame_times, lates = zip(*evs, strict=True)
+    (event_ids, keys, hashes, contents, sources, sessions, event_types, parents, projects, importances,
+     event_times, partitions, offsets) = zip(*caps, strict=True)
+    created = [k == "created" for k in kinds]
+    return {
+        "event_id": list(event_ids), "frame_id": list(frame_ids), "is_duplicate": [not c for c in created],
+        "dedup_key": list(keys), "body_hash": list(hashes),
+        "content": [t if c else None for t, c in zip(contents, created, strict=True)],
+        "source": list(sources), "session": list(sessions), "event_type": list(event_types), "parent": list(parents),
+        "project": list(projects), "importance": list(importances), "event_time_ms": list(event_times),
+        "frame_time_ms": list(frame_times), "src_partition": list(partitions), "src_offset": list(offsets),
+        "seq": list(range(len(evs))), "is_late": list(lates),
+    }
