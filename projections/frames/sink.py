@@ -72,16 +72,20 @@ _INSERT_CAPTURES = """INSERT INTO frame_captures SELECT event_id, frame_id, sour
                       is_duplicate, src_partition, src_offset, is_late FROM {src}"""
 
 
-DEFAULT_MEMORY_LIMIT = "256MB"
+# DuckDB's memory limit per writer (its default, 80 % of RAM, let the buffer cache keep every block
+# it scanned). The rows not yet checkpointed live in that memory: at 256 MB with a 256 MB WAL
+# threshold they spilled to temporary files (zstd) at 2M captures, ~1 µs of CPU per capture more
+# than at 200k (stop 32; at 512 MB no spill, but peak RSS 888 MiB).
+DEFAULT_MEMORY_LIMIT = "320MB"
 # DuckDB checkpoints once its WAL passes this. At its default (16 MB) every batch of the runner
 # (~25 MB of WAL per 50,000 captures) checkpointed, and each checkpoint recompressed the tables'
 # partly filled last row groups again: ~14 µs of CPU per capture once the file held a few row
 # groups (issue 20). At 128 MB a checkpoint came every ~5 batches, and at 2M captures some cost
-# 2.9 s where others cost 0.8 (10 s in all; 15.6 s at 64 MB); at 256 MB one comes every ~12
-# batches, each ~1.9 s (7.4 s in all: per capture what the one checkpoint at the end of a 200k run
-# costs), the runner's CPU 0.8 µs less per capture at 2M and its peak RSS the same (stop 32).
-# A restart after a crash replays at most this much WAL.
-CHECKPOINT_THRESHOLD = "256MB"
+# 2.9 s where others cost 0.8 (10 s in all; 15.6 s at 64 MB, 7.4 s at 256 MB). With the memory
+# limit above, 192 MB (a checkpoint every ~8 batches) left the runner's CPU per capture at 2M
+# where it is at 200k, peak RSS 707 MiB (stop 32). A restart after a crash replays at most this
+# much WAL.
+CHECKPOINT_THRESHOLD = "192MB"
 RECENT_BATCHES = 4  # a batch's frames already in the table are looked for first among the rows the last 4 batches wrote
 
 CAPTURE_SCHEMA: tuple[tuple[str, pa.DataType], ...] = tuple(zip(CAPTURE_COLUMNS, (
