@@ -3,8 +3,9 @@
 The usual lines of a hook-event log are Claude Code / Codex hook payloads and OpenClaw
 ``message:*`` events carrying turn text. For those, :func:`line_capture` computes the capture that
 :func:`streams.model.decode.decode_hook_record` followed by :func:`streams.frames.capture.to_capture`
-would give, from the adapters' own field functions and the fields
-:func:`streams.model.event_build.checked_fields` accepts, without building a
+would give, from the event fields :func:`streams.model.plain_lines.plain_fields` reads (the
+adapters' own field functions, the fields :func:`streams.model.event_build.checked_fields`
+accepts; ``produce``'s path reads the line the same way), without building a
 :class:`~streams.model.events.HookEvent` or a :class:`~streams.frames.capture.Capture` (the import
 processes send the runner plain tuples; :func:`streams.frames.capture_import.import_task`). It is
 the twin of ``produce``'s :func:`streams.produce.fast_records.line_record`, which covers the same
@@ -21,18 +22,11 @@ from __future__ import annotations
 
 import hashlib
 
-from streams.model.adapters import detect_runtime, payload_time_ms
-from streams.model.adapters.claude_code import backend_hook_fields
-from streams.model.adapters.openclaw import openclaw_fields
 from streams.model.body_hash import KeyStrategy, dedup_key
-from streams.model.deadletter import RejectedInput
-from streams.model.decode import _orjson_object
-from streams.model.event_build import EventFields, checked_fields
 from streams.model.events import CAPTURE_TYPES, _event_prefix
-from streams.model.jsstring import js_trim, to_js_utf16
+from streams.model.plain_lines import plain_fields, trimmed_body
 from streams.model.prefix import DEFAULT_SCOPE
 
-_SERIALISED = b'{"schema_version":1,'
 _MAX_PLAIN_BODY = 100_000
 """Bodies up to this many UTF-8 bytes need no JSON-size check (:func:`streams.frames.capture.capture_body_hash`
 measures the JSON only above it); longer ones take the general path."""
@@ -57,30 +51,13 @@ def line_capture(line: bytes, strategy: KeyStrategy, max_body_bytes: int, partit
         Exactly ``tuple(to_capture(decode_hook_record(line), strategy=…, max_body_bytes=…,
         partition=partition, offset=offset))`` when that is a capture with no memory tool call, or None.
     """
-    if line.startswith(_SERIALISED):
-        return None
-    obj = _orjson_object(line)
-    if obj is None or "schema_version" in obj:
-        return None
-    fields: EventFields
-    try:
-        runtime = detect_runtime(obj)
-        if runtime == "openclaw":
-            fields = openclaw_fields(obj, payload_time_ms(obj, None))
-        elif runtime == "claude-code" or runtime == "codex":
-            fields = backend_hook_fields(obj, payload_time_ms(obj, None), runtime)
-        else:
-            return None
-    except (RejectedInput, TypeError, ValueError, AttributeError, KeyError):
-        return None  # the general path rejects it with the same reason and text
-    d = checked_fields(fields)
+    d = plain_fields(line)
     if d is None or d["content"] is not None or d["event_type"] not in CAPTURE_TYPES or d["native_event"] in _TOOL_EVENTS:
         return None  # pydantic's call, verbatim content (the general strip), or no capture
     body = d["body"]
     if body is None:
         return None
-    stripped = js_trim(body if body.isascii() else to_js_utf16(body))
-    encoded = stripped.encode("utf-8")
+    stripped, encoded = trimmed_body(body)
     if not stripped or len(encoded) > _MAX_PLAIN_BODY or len(encoded) > max_body_bytes:
         return None  # the general path rejects it (empty, too large) or measures its JSON
     source, session, event_type, parent, project = d["source"], d["session"], d["event_type"], d["parent"], d["project"]

@@ -3,9 +3,8 @@
 The usual lines of a hook-event log are Claude Code / Codex hook payloads and OpenClaw
 ``message:*`` events carrying turn text. For those, :func:`line_record` computes the record that
 :func:`streams.model.decode.decode_hook_record` followed by :func:`streams.produce.encode.encode_item` would
-give, from the adapters' own field functions (:func:`~streams.model.adapters.openclaw.openclaw_fields`,
-:func:`~streams.model.adapters.claude_code.backend_hook_fields`) and the fields
-:func:`streams.model.event_build.checked_fields` accepts, without building a
+give, from the event fields :func:`streams.model.plain_lines.plain_fields` reads (the adapters' own
+field functions and the fields :func:`streams.model.event_build.checked_fields` accepts), without building a
 :class:`~streams.model.events.HookEvent`: the value is the same orjson text of the non-None fields that
 :meth:`~streams.model.events.HookEvent.to_json` writes, the key the same key group of the body hash that
 :func:`streams.produce.keys.hook_event_key` picks. Whatever is not plainly such a line (a serialised
@@ -23,19 +22,14 @@ from collections.abc import Iterable, Iterator
 import orjson
 
 from streams.model import fastpath
-from streams.model.adapters import detect_runtime, payload_time_ms
-from streams.model.adapters.claude_code import backend_hook_fields
-from streams.model.adapters.openclaw import openclaw_fields
 from streams.model.deadletter import RejectedInput
-from streams.model.decode import _orjson_object, decode_hook_record
-from streams.model.event_build import EventFields, checked_fields
+from streams.model.decode import decode_hook_record
 from streams.model.events import _PASSTHROUGH, CAPTURE_TYPES, _refuse
-from streams.model.jsstring import js_trim, to_js_utf16
 from streams.model.key_groups import _GROUP_KEYS, KEY_GROUPS
+from streams.model.plain_lines import plain_fields, trimmed_body
 from streams.produce.encode import MAX_EVENT_BYTES, ItemRejected, encode_item
 from streams.redaction.redact import RedactionMode
 
-_SERIALISED = b'{"schema_version":1,'
 _MAX_PLAIN_BODY = 100_000
 """Bodies up to this many UTF-8 bytes need neither the body-size nor the JSON-size check of
 :func:`streams.frames.capture.capture_body_hash` (both limits are larger); longer ones take the general path."""
@@ -51,30 +45,13 @@ def line_record(line: bytes) -> tuple[bytes, bytes] | None:
         Exactly ``encode_item(decode_hook_record(line), mode)`` for any privacy mode (the events
         covered are never KnowHub-relevant), or None.
     """
-    if line.startswith(_SERIALISED):
-        return None
-    obj = _orjson_object(line)
-    if obj is None or "schema_version" in obj:
-        return None
-    fields: EventFields
-    try:
-        runtime = detect_runtime(obj)
-        if runtime == "openclaw":
-            fields = openclaw_fields(obj, payload_time_ms(obj, None))
-        elif runtime == "claude-code" or runtime == "codex":
-            fields = backend_hook_fields(obj, payload_time_ms(obj, None), runtime)
-        else:
-            return None
-    except (RejectedInput, TypeError, ValueError, AttributeError, KeyError):
-        return None  # the general path rejects it with the same reason and text
-    d = checked_fields(fields)
+    d = plain_fields(line)
     if d is None or d["native_event"] == "PostToolUse" or d["content"] is not None or d["event_type"] not in CAPTURE_TYPES:
         return None  # pydantic's call, a possible KnowHub tool call, or no capture: the general path keys it
     body = d["body"]
     if body is None:
         return None
-    stripped = js_trim(body if body.isascii() else to_js_utf16(body))
-    encoded = stripped.encode("utf-8")
+    stripped, encoded = trimmed_body(body)
     if not stripped or len(encoded) > _MAX_PLAIN_BODY:
         return None
     try:
