@@ -154,8 +154,11 @@ def write_backlog(path: Path, spec: BacklogSpec) -> int:
 
 
 if __name__ == "__main__":
-    import sys
+    import argparse
 
-    p = Path(sys.argv[1] if len(sys.argv) > 1 else "backlog.jsonl")
-    turns = int(sys.argv[2]) if len(sys.argv) > 2 else 50_000
-    print(write_backlog(p, BacklogSpec(turns=turns)), "lines written to", p)
+    ap = argparse.ArgumentParser(description="Write a generated hook-event backlog (4 capture events per turn, a few bad lines).")
+    ap.add_argument("out", nargs="?", default="backlog.jsonl", help="the JSONL file to write (default backlog.jsonl)")
+    ap.add_argument("turns", nargs="?", type=int, default=50_000, help="turns (default 50,000 = 200,000 events)")
+    a = ap.parse_args()
+    p = Path(a.out)
+    print(write_backlog(p, BacklogSpec(turns=a.turns)), "lines written to", p)

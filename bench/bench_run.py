@@ -104,7 +104,9 @@ def main() -> None:
 
     def run_once(log: Path, d: Path, i: int, jobs: int) -> dict[str, float]:
         out = subprocess.run([sys.executable, __file__, "--stage", str(log), str(d / f"run{i}.duckdb"), str(jobs)], capture_output=True, text=True,
-                             check=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+                             env={**os.environ, "PYTHONPATH": str(ROOT)})
+        if out.returncode:  # e.g. a Python without the project's dependencies (use .venv/bin/python)
+            raise SystemExit(f"the run stage failed (exit {out.returncode}): {(out.stderr.strip().splitlines() or ['no output'])[-1]}")
         result: dict[str, float] = json.loads(out.stdout.strip().splitlines()[-1])
         return result
 

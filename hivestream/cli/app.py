@@ -151,7 +151,7 @@ def _self() -> str:
 
 WindowOpt = Annotated[int | None, typer.Option("--window-ms", help="dedup window W in ms; 0 = unbounded (default 600000)")]
 KeyOpt = Annotated[KeyStrategy | None, typer.Option("--key-strategy", help="body (default) or body+event")]
-BatchOpt = Annotated[int | None, typer.Option("--batch-size", help="captures per DuckDB transaction")]
+BatchOpt = Annotated[int | None, typer.Option("--batch-size", help="captures per DuckDB transaction (default 50,000, or HIVESTREAM_BATCH_SIZE)")]
 
 
 @app.command()
@@ -328,8 +328,8 @@ def main() -> None:
         shown = "" if not name or any(w in name.lower() for w in ("password", "secret", "token")) else f" (input {first.get('input')!r})"
         err.print(f"[red]error:[/] invalid setting{' ' + name if name else 's'}: {escape(first['msg'])}{escape(shown)}", soft_wrap=True)
         sys.exit(2)
-    except duckdb.Error as e:
-        err.print(f"[red]error:[/] DuckDB: {e}")
+    except duckdb.Error as e:  # one line: DuckDB's out-of-memory message goes on with a list of suggestions
+        err.print(f"[red]error:[/] DuckDB: {escape((str(e).splitlines() or [type(e).__name__])[0])}", soft_wrap=True, highlight=False)
         sys.exit(2)
     except Exception as e:
         from streams.kafka.errors import KafkaSetupError, explain

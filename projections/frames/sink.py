@@ -134,6 +134,7 @@ class DuckSink:
 
     Raises:
         duckdb.IOException: when another process holds the file.
+        duckdb.ParserException: for a memory limit DuckDB cannot read (the message names it).
     """
 
     def __init__(self, path: str | Path, *, memory_limit: str | None = None, threads: int | None = None) -> None:
@@ -142,7 +143,10 @@ class DuckSink:
         config: dict[str, str | bool | int | float | list[str]] = {"memory_limit": limit, "checkpoint_threshold": CHECKPOINT_THRESHOLD}
         if threads is not None:
             config["threads"] = threads
-        self.con = duckdb.connect(self.path, config=config)
+        try:
+            self.con = duckdb.connect(self.path, config=config)
+        except duckdb.ParserException as e:  # the memory limit is the one setting here a user writes
+            raise duckdb.ParserException(f"memory limit {limit!r} (HIVESTREAM_DUCKDB_MEMORY_LIMIT): {e}") from e
         for stmt in DDL:
             self.con.execute(stmt)
         ensure_memory_schema(self.con)
