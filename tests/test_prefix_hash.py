@@ -28,6 +28,17 @@ def test_build_prefix_rejects_unparseable_tokens() -> None:
         build_prefix(Provenance(source="a b"))
 
 
+def test_a_value_ending_in_a_colon_is_a_token() -> None:
+    """A session id like ``s:`` (or a cwd, a channel id ending in ``:``) is a value, not an empty token: the
+    prefix is built, parses back and strips (it stopped `hivestream run` with an error before)."""
+    p = Provenance(source="claude-code", session="s:", parent="a:b:", event="prompt", project="p:")
+    assert build_prefix(p) == "[hm session:s: parent:a:b: src:claude-code event:prompt project:p:] "
+    assert parse_prefix(build_prefix(p) + "BODY") == (p, "BODY")
+    assert strip_hm_prefix(build_prefix(p) + "BODY") == "BODY"
+    with pytest.raises(ValueError):
+        build_prefix(Provenance(source=""))
+
+
 def test_strip_round_trip() -> None:
     p = Provenance(source="claude-code", session="s2", event="stop")
     assert strip_hm_prefix(build_prefix(p) + "BODY") == "BODY"

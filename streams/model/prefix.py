@@ -51,20 +51,20 @@ def build_prefix(p: Provenance) -> str:
         ValueError: when a token value is empty or contains ``]`` or whitespace, which would
             make the prefix unparseable by ``stripHmPrefix``.
     """
-    tokens: list[str] = []
+    pairs: list[tuple[str, str]] = []
     if p.session and p.session != DEFAULT_SCOPE:
-        tokens.append(f"session:{p.session}")
+        pairs.append(("session", p.session))
     if p.parent:
-        tokens.append(f"parent:{p.parent}")
-    tokens.append(f"src:{p.source}")
+        pairs.append(("parent", p.parent))
+    pairs.append(("src", p.source))
     if p.event:
-        tokens.append(f"event:{p.event}")
+        pairs.append(("event", p.event))
     if p.project:
-        tokens.append(f"project:{p.project}")
-    for t in tokens:
-        if t.endswith(":") or _BAD_TOKEN.search(t):
-            raise ValueError(f"prefix token {t!r} is empty or contains ']' or whitespace")
-    return "[hm " + " ".join(tokens) + "] "
+        pairs.append(("project", p.project))
+    for key, value in pairs:  # a value may end in ":" (a session id "s:"): parse_prefix splits at the first one
+        if not value or _BAD_TOKEN.search(value):
+            raise ValueError(f"prefix token {key}:{value!r} is empty or contains ']' or whitespace")
+    return "[hm " + " ".join(f"{key}:{value}" for key, value in pairs) + "] "
 
 
 def strip_hm_prefix(content: str) -> str:
