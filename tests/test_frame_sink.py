@@ -12,6 +12,7 @@ import random
 from pathlib import Path
 from typing import Any
 
+import duckdb
 import numpy as np
 import orjson
 import pytest
@@ -250,3 +251,50 @@ def test_capture_columns_are_the_rows_transposed() -> None:
     assert [tuple(cols[c][i] for c in CAPTURE_COLUMNS) for i in range(len(events))] == rows
     assert {fe.kind for fe in events} == {"created", "touched"} and any(fe.late for fe in events)
     assert capture_columns(iter(events)) == cols and capture_columns([]) == {c: [] for c in CAPTURE_COLUMNS}
+
+
+class _Failing:
+    """A connection that fails one statement as DuckDB would, and whose clean-up then fails too
+    (DuckDB refuses ROLLBACK after a failed COMMIT, and any statement in an aborted transaction)."""
+
+    def __init__(self, con: Any, fail_on: str, error: Exception) -> None:
+        self._con, self.fail_on, self.error, self.failed = con, fail_on, error, False
+
+    def execute(self, sql: str, *args: Any) -> Any:
+        if sql.lstrip().startswith(self.fail_on):
+            self.failed = True
+            raise self.error
+        if sql.strip() == "ROLLBACK":
+            self._con.execute("ROLLBACK")
+            raise duckdb.TransactionException("TransactionContext Error: cannot rollback - no transaction is active")
+        return self._con.execute(sql, *args)
+
+    def unregister(self, name: str) -> Any:
+        if self.failed:
+            raise duckdb.TransactionException("TransactionContext Error: Current transaction is aborted (please ROLLBACK)")
+        return self._con.unregister(name)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._con, name)
+
+
+@pytest.mark.parametrize(("fail_on", "error"), [
+    ("COMMIT", duckdb.IOException("IO Error: Failed to commit: No space left on device")),
+    ("INSERT INTO frame_captures", duckdb.OutOfMemoryException("Out of Memory Error: could not allocate block of size 256.0 KiB")),
+])
+def test_a_failed_batch_raises_its_own_error_not_the_clean_up_s(tmp_path: Path, fail_on: str, error: Exception) -> None:
+    """A full disk at COMMIT or an out-of-memory insert is the error the caller sees (the user's one line),
+    not the ROLLBACK or unregister that DuckDB refuses afterwards; nothing of the batch is written."""
+    sink = DuckSink(tmp_path / "f.duckdb")
+    real = sink.con
+    try:
+        sink.con = _Failing(real, fail_on, error)  # type: ignore[assignment]
+        with pytest.raises(type(error), match=str(error).split(": ")[-1]):
+            sink.apply_batch(_events(50), [], {("x", 0): 50})
+        sink.con = real
+        assert real.execute("SELECT count(*) FROM frame_captures").fetchone() == (0,)
+        sink.apply_batch(_events(50), [], {("x", 0): 50})  # the next batch goes through
+        assert real.execute("SELECT count(*) FROM frame_captures").fetchone() == (50,)
+    finally:
+        sink.con = real
+        sink.close()

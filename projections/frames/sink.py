@@ -7,6 +7,7 @@ re-delivered event (same event id) changes nothing.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from collections.abc import Iterable, Mapping, Sequence
@@ -294,7 +295,8 @@ class DuckSink:
                 self._ids.add(np.union1d(*self._adding))
             return applied[0], applied[1], new_dl
         except BaseException:
-            con.execute("ROLLBACK")
+            with contextlib.suppress(duckdb.Error):  # none left when a COMMIT failed (a full disk): the first error is the one to tell
+                con.execute("ROLLBACK")
             raise
         finally:
             self._adding = None
@@ -369,9 +371,12 @@ class DuckSink:
                 con.execute("DROP TABLE _new")
             self._marks = [*self._marks, int(rows_before)][-RECENT_BATCHES:]
             self._adding = (hashes, frame_hashes)
-            return int(created), int(dups)
-        finally:
-            con.unregister("_batch")
+        except BaseException:
+            with contextlib.suppress(duckdb.Error):  # an aborted transaction (out of memory) refuses even this: the first error goes on
+                con.unregister("_batch")
+            raise
+        con.unregister("_batch")
+        return int(created), int(dups)
 
     def _find_frames(self, held: int) -> int:
         """Build ``_hit`` (rowid and the batch's aggregate of every ``frames`` row whose frame id
