@@ -63,6 +63,8 @@ MAX_ERROR_CHARS = 500
 
 _SPLIT = re.compile(r"__|[./:]")
 _POST_TOOL = frozenset({"PostToolUse", "PostToolUseFailure"})
+TOOL_CALL_EVENTS = _POST_TOOL | {"after_tool_call"}
+"""The native events :func:`memory_call` reads (any other event records no memory tool call)."""
 
 
 @dataclass(frozen=True)

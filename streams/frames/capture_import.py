@@ -163,9 +163,7 @@ def import_task(job: tuple[int, ImportTask]) -> tuple[int, list[Outcome]]:
         OSError: when a session file cannot be read.
     """
     tag, (path, fmt, data, first, gateway, file_id, opts) = job
-    if data is not None:
-        return tag, [(o[0], "c", None, tuple(o[3]), o[4]) if o[1] == "c" and type(o[3]) is not tuple else o
-                     for o in hook_outcomes(split_lines(data), first, opts, file_id)]
-    items = import_file(Path(path), gateway=gateway, fmt=fmt)[1]
-    return tag, [(o[0], "c", None, tuple(o[3]), o[4]) if o[1] == "c" else o for o in outcomes(items, opts, file_id)]
+    outs = (hook_outcomes(split_lines(data), first, opts, file_id) if data is not None
+            else outcomes(import_file(Path(path), gateway=gateway, fmt=fmt)[1], opts, file_id))
+    return tag, [(o[0], "c", None, tuple(o[3]), o[4]) if o[1] == "c" and type(o[3]) is not tuple else o for o in outs]
 

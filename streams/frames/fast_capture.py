@@ -13,7 +13,7 @@ lines and stops at the record instead of the capture.
 
 Whatever is not plainly such a line (a serialised event, a KnowHub line, a line orjson would read
 differently, a rejected event, a tool event (a possible memory tool call), an event without turn
-text, an empty body, a body over :data:`_MAX_PLAIN_BODY` or the configured limit) gives ``None``,
+text, an empty body, a body over :data:`streams.model.plain_lines.PLAIN_BODY_MAX` or the configured limit) gives ``None``,
 and the caller takes the general path, which also makes every dead letter.
 ``tests/test_fast_capture.py`` compares both paths outcome for outcome.
 """
@@ -22,16 +22,11 @@ from __future__ import annotations
 
 import hashlib
 
+from streams.memory_calls import TOOL_CALL_EVENTS
 from streams.model.body_hash import KeyStrategy, dedup_key
 from streams.model.events import CAPTURE_TYPES, _event_prefix
-from streams.model.plain_lines import plain_fields, trimmed_body
+from streams.model.plain_lines import PLAIN_BODY_MAX, plain_fields, trimmed_body
 from streams.model.prefix import DEFAULT_SCOPE
-
-_MAX_PLAIN_BODY = 100_000
-"""Bodies up to this many UTF-8 bytes need no JSON-size check (:func:`streams.frames.capture.capture_body_hash`
-measures the JSON only above it); longer ones take the general path."""
-_TOOL_EVENTS = frozenset({"PostToolUse", "PostToolUseFailure", "after_tool_call"})
-"""Native events :func:`streams.memory_calls.memory_call` reads (never captures; excluded all the same)."""
 
 CaptureFields = tuple[str, str, str, str, str, str, str, str | None, str | None, str, int, int, int]
 """The values of a :class:`~streams.frames.capture.Capture` in its field order (``Capture._make`` of them is the capture)."""
@@ -52,13 +47,13 @@ def line_capture(line: bytes, strategy: KeyStrategy, max_body_bytes: int, partit
         partition=partition, offset=offset))`` when that is a capture with no memory tool call, or None.
     """
     d = plain_fields(line)
-    if d is None or d["content"] is not None or d["event_type"] not in CAPTURE_TYPES or d["native_event"] in _TOOL_EVENTS:
+    if d is None or d["content"] is not None or d["event_type"] not in CAPTURE_TYPES or d["native_event"] in TOOL_CALL_EVENTS:
         return None  # pydantic's call, verbatim content (the general strip), or no capture
     body = d["body"]
     if body is None:
         return None
     stripped, encoded = trimmed_body(body)
-    if not stripped or len(encoded) > _MAX_PLAIN_BODY or len(encoded) > max_body_bytes:
+    if not stripped or len(encoded) > PLAIN_BODY_MAX or len(encoded) > max_body_bytes:
         return None  # the general path rejects it (empty, too large) or measures its JSON
     source, session, event_type, parent, project = d["source"], d["session"], d["event_type"], d["parent"], d["project"]
     try:

@@ -24,6 +24,9 @@ from streams.model.event_build import EventFields, checked_fields
 from streams.model.jsstring import js_trim, to_js_utf16
 
 _SERIALISED = b'{"schema_version":1,'
+PLAIN_BODY_MAX = 100_000
+"""The largest trimmed body (UTF-8 bytes) a line fast path takes: below both the body limit's default and
+:func:`streams.frames.capture.capture_body_hash`'s JSON-size check, which only the general path makes."""
 
 
 def plain_fields(line: bytes) -> dict[str, Any] | None:

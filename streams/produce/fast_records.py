@@ -26,13 +26,9 @@ from streams.model.deadletter import RejectedInput
 from streams.model.decode import decode_hook_record
 from streams.model.events import _PASSTHROUGH, CAPTURE_TYPES, _refuse
 from streams.model.key_groups import _GROUP_KEYS, KEY_GROUPS
-from streams.model.plain_lines import plain_fields, trimmed_body
+from streams.model.plain_lines import PLAIN_BODY_MAX, plain_fields, trimmed_body
 from streams.produce.encode import MAX_EVENT_BYTES, ItemRejected, encode_item
 from streams.redaction.redact import RedactionMode
-
-_MAX_PLAIN_BODY = 100_000
-"""Bodies up to this many UTF-8 bytes need neither the body-size nor the JSON-size check of
-:func:`streams.frames.capture.capture_body_hash` (both limits are larger); longer ones take the general path."""
 
 
 def line_record(line: bytes) -> tuple[bytes, bytes] | None:
@@ -52,7 +48,7 @@ def line_record(line: bytes) -> tuple[bytes, bytes] | None:
     if body is None:
         return None
     stripped, encoded = trimmed_body(body)
-    if not stripped or len(encoded) > _MAX_PLAIN_BODY:
+    if not stripped or len(encoded) > PLAIN_BODY_MAX:
         return None
     try:
         value = orjson.dumps({k: v for k, v in d.items() if v is not None}, default=_refuse, option=_PASSTHROUGH)
