@@ -327,9 +327,10 @@ class DuckSink:
         batch's frames already in ``frames`` are looked for among the rows of the last
         :data:`RECENT_BATCHES` batches first, accepted only when every frame id whose fingerprint
         is held was found there (frame ids are unique in ``frames``), else in the whole table.
-        Either way the rows matched are the ones a full scan matches. When no frame id of the
-        batch has a held fingerprint, no frame can be in the table, and the batch's fold is
-        inserted without a temporary table.
+        Either way the rows matched are the ones a full scan matches. A frame whose id has no held
+        fingerprint cannot be in the table: the fold of those frames is inserted straight, without
+        a temporary table, and only the held ones (a few per batch once batches reach frames of
+        earlier ones: 26 of 41 batches of a 2M run) take the search and the merge.
         """
         con = self.con
         ids = self._fingerprints()
@@ -353,9 +354,14 @@ class DuckSink:
             ((rows_before,),) = con.execute("SELECT count(*) FROM frames").fetchall()
             con.execute(_INSERT_CAPTURES.format(src=src))
             frame_hashes = _hashes(con, f"SELECT DISTINCT hash(frame_id) AS h FROM {src}")
-            held = int(ids.maybe(frame_hashes).sum())
-            if held:  # some frame may be in the table already: the batch's frames are found, then merged or inserted
-                con.execute(f"CREATE OR REPLACE TEMP TABLE _agg AS {_FRAME_AGG.format(src=src)}")
+            held_mask = ids.maybe(frame_hashes)
+            held = int(held_mask.sum())
+            if held:  # some frames may be in the table already: those are found, then merged or inserted
+                con.register("_held", pa.table({"h": pa.array(frame_hashes[held_mask], type=pa.uint64())}))
+                if held < len(frame_hashes):  # the others are certainly new: their fold goes straight in
+                    con.execute(f"INSERT INTO frames BY NAME {_FRAME_AGG.format(src=_held_rows(src, 'ANTI'))}")
+                con.execute(f"CREATE OR REPLACE TEMP TABLE _agg AS {_FRAME_AGG.format(src=_held_rows(src, 'SEMI'))}")
+                con.unregister("_held")
                 if self._find_frames(held):
                     con.execute(_MERGE_FRAMES)
                     con.execute("INSERT INTO frames BY NAME SELECT * FROM _agg ANTI JOIN _hit USING (frame_id)")
@@ -374,6 +380,7 @@ class DuckSink:
         except BaseException:
             with contextlib.suppress(duckdb.Error):  # an aborted transaction (out of memory) refuses even this: the first error goes on
                 con.unregister("_batch")
+                con.unregister("_held")
             raise
         con.unregister("_batch")
         return int(created), int(dups)
@@ -397,6 +404,11 @@ class DuckSink:
         con.execute(join)
         ((hits,),) = con.execute("SELECT count(*) FROM _hit").fetchall()
         return int(hits)
+
+
+def _held_rows(src: str, join: str) -> str:
+    """A subquery of ``src``'s rows whose frame id's fingerprint is in ``_held`` (``join="SEMI"``) or is not (``"ANTI"``)."""
+    return f"(SELECT s.* FROM {src} s {join} JOIN _held ON hash(s.frame_id) = _held.h)"
 
 
 def _hashes(con: duckdb.DuckDBPyConnection, sql: str) -> Hashes:
