@@ -167,8 +167,8 @@ def test_a_file_made_with_the_old_primary_keys_folds_the_same(tmp_path: Path) ->
 
     db = tmp_path / "old.duckdb"
     con = duckdb.connect(str(db))
-    con.execute(DDL[0].replace("frame_id VARCHAR NOT NULL,", "frame_id VARCHAR PRIMARY KEY,", 1))
-    con.execute(DDL[1].replace("event_id VARCHAR NOT NULL,", "event_id VARCHAR PRIMARY KEY,", 1))
+    con.execute(DDL[0].replace("frame_id VARCHAR NOT NULL USING", "frame_id VARCHAR PRIMARY KEY USING", 1))
+    con.execute(DDL[1].replace("event_id VARCHAR NOT NULL USING", "event_id VARCHAR PRIMARY KEY USING", 1))
     con.close()
     events = _events(300)
     with DuckSink(db) as sink:

@@ -4,12 +4,18 @@ from __future__ import annotations
 
 SCHEMA_VERSION = 1
 
+# The long strings (content, ids, hashes) are stored with zstd, not DuckDB's default dictionary +
+# FSST: a checkpoint of a 200,000-capture run's rows took 0.34 s of CPU instead of 0.48 (the
+# writer's closing checkpoint runs on one thread after the last batch; issue 20), the file was
+# 5 % smaller, and a full scan of ``content`` (``ILIKE``) ~25 % slower. Files created before keep
+# their columns' settings (``CREATE TABLE IF NOT EXISTS``).
+
 DDL = [
     """CREATE TABLE IF NOT EXISTS frames (
-        frame_id VARCHAR NOT NULL,          -- the first writer's event id; unique (the sink merges by it; no index, see projections/frames/sink.py)
-        dedup_key VARCHAR NOT NULL,
-        body_hash VARCHAR NOT NULL,          -- sha256 hex of the stripped, trimmed body
-        content VARCHAR,                     -- first writer's content, [hm] prefix included
+        frame_id VARCHAR NOT NULL USING COMPRESSION zstd,  -- the first writer's event id; unique (the sink merges by it; no index, see projections/frames/sink.py)
+        dedup_key VARCHAR NOT NULL USING COMPRESSION zstd,
+        body_hash VARCHAR NOT NULL USING COMPRESSION zstd,  -- sha256 hex of the stripped, trimmed body
+        content VARCHAR USING COMPRESSION zstd,  -- first writer's content, [hm] prefix included
         source VARCHAR,                      -- first writer's source
         session VARCHAR,
         event_type VARCHAR,
@@ -23,8 +29,8 @@ DDL = [
         sources VARCHAR[] NOT NULL           -- every source that captured it, sorted
     )""",
     """CREATE TABLE IF NOT EXISTS frame_captures (
-        event_id VARCHAR NOT NULL,           -- unique (the sink inserts only new event ids; no index, see projections/frames/sink.py)
-        frame_id VARCHAR NOT NULL,
+        event_id VARCHAR NOT NULL USING COMPRESSION zstd,  -- unique (the sink inserts only new event ids; no index, see projections/frames/sink.py)
+        frame_id VARCHAR NOT NULL USING COMPRESSION zstd,
         source VARCHAR NOT NULL,
         session VARCHAR,
         event_type VARCHAR,
