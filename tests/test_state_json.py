@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -36,3 +37,40 @@ def test_an_int_beyond_64_bits_is_written_by_json(big: int) -> None:
 def test_not_json_data_raises() -> None:
     with pytest.raises(TypeError):
         state_json({"g": object()})
+
+
+@pytest.mark.parametrize("old_file", [False, True])
+def test_state_rows_follow_the_changes_batch_after_batch(tmp_path: Path, old_file: bool) -> None:
+    """Issue 20: ``dedup_state`` has no index; each batch deletes its keys' rows and appends the
+    set ones. After every batch the stored state equals the changes applied to a dict, one row per
+    key, in a new file and in one created with the primary key of the files before stop 33."""
+    import random
+
+    from projections.frames.sink import DuckSink
+
+    db = tmp_path / "s.duckdb"
+    if old_file:
+        import duckdb
+
+        con = duckdb.connect(str(db))
+        con.execute("CREATE TABLE dedup_state (dedup_key VARCHAR PRIMARY KEY, frames VARCHAR NOT NULL)")
+        con.close()
+    rng = random.Random(3)
+    model: dict[str, Any] = {}
+    with DuckSink(db) as sink:
+        pk = sink.con.execute("SELECT count(*) FROM duckdb_constraints() WHERE table_name = 'dedup_state' "
+                              "AND constraint_type = 'PRIMARY KEY'").fetchall()
+        assert pk == [(1 if old_file else 0,)]
+        for batch in range(30):
+            keys = rng.sample(range(400), 60)
+            upserts = {f"k{k}": {"f": [], "g": batch, "p": [0, k]} for k in keys[:45]}
+            deletes = [f"k{k}" for k in keys[45:] if f"k{k}" in model] + ["never-set"]
+            sink.apply_batch([], positions={("in", 0): batch + 1}, state_changes=(upserts, deletes))
+            model.update(upserts)
+            for k in deletes:
+                model.pop(k, None)
+            assert sink.load_dedup_state() == model
+            ((rows, keys_n),) = sink.con.execute("SELECT count(*), count(DISTINCT dedup_key) FROM dedup_state").fetchall()
+            assert rows == keys_n == len(model)
+    with DuckSink(db) as sink:  # reopened
+        assert sink.load_dedup_state() == model

@@ -58,7 +58,7 @@ DDL = [
         PRIMARY KEY (input, src_partition)
     )""",
     """CREATE TABLE IF NOT EXISTS dedup_state (
-        dedup_key VARCHAR PRIMARY KEY,       -- embedded runner only: the dedup core's state
+        dedup_key VARCHAR NOT NULL,          -- embedded runner only: the dedup core's state; one row per key (the sink deletes a key's row before writing it; no index, see projections/frames/sink.py)
         frames VARCHAR NOT NULL              -- JSON of the key's streams.frames.dedup.DedupCore entry
     )""",
     """CREATE TABLE IF NOT EXISTS meta (

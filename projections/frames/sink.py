@@ -279,17 +279,7 @@ class DuckSink:
                     [[i, p, o] for (i, p), o in positions.items()],
                 )
             if state_changes:
-                upserts, deletes = state_changes
-                if upserts:
-                    st = pa.table({"k": list(upserts), "v": [state_json(v) for v in upserts.values()]})
-                    con.register("_state", st)
-                    con.execute("INSERT OR REPLACE INTO dedup_state SELECT k, v FROM _state")
-                    con.unregister("_state")
-                dels = list(deletes)
-                if dels:
-                    con.register("_dels", pa.table({"k": dels}))
-                    con.execute("DELETE FROM dedup_state WHERE dedup_key IN (SELECT k FROM _dels)")
-                    con.unregister("_dels")
+                self._write_state(*state_changes)
             con.execute("COMMIT")
             if self._adding is not None and self._ids is not None:
                 self._ids.add(np.union1d(*self._adding))
@@ -301,6 +291,28 @@ class DuckSink:
         finally:
             self._adding = None
 
+
+    def _write_state(self, upserts: Mapping[str, Any], deletes: Iterable[str]) -> None:
+        """Replace the ``dedup_state`` rows of the keys set (``upserts``: key → entry) and delete
+        those of ``deletes``, inside the open transaction.
+
+        The table has no index (files created before stop 33 have a primary key, which this
+        statement pair keeps valid): a delete of the keys' rows and an append cost 0.16 µs per
+        capture of a 200k run where ``INSERT OR REPLACE`` through the index cost 0.6, and the commit
+        0.35 µs less (issue 20). The sweeps keep the table at the window's keys, so the delete's
+        scan stays small; with an unbounded window it grows with the keys."""
+        con = self.con
+        keys = [*upserts, *deletes]
+        if not keys:
+            return
+        con.register("_keys", pa.table({"k": pa.array(keys, type=pa.string())}))
+        con.execute("DELETE FROM dedup_state WHERE dedup_key IN (SELECT k FROM _keys)")
+        con.unregister("_keys")  # after a failure the batch's own error goes on (an aborted transaction refuses this)
+        if upserts:
+            con.register("_state", pa.table({"k": pa.array(list(upserts), type=pa.string()),
+                                             "v": pa.array([state_json(v) for v in upserts.values()], type=pa.string())}))
+            con.execute("INSERT INTO dedup_state SELECT k, v FROM _state")
+            con.unregister("_state")
 
     def _fingerprints(self) -> Fingerprints:
         """The fingerprints of the committed ids: every ``frame_captures.event_id`` and every
