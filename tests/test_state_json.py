@@ -1,4 +1,4 @@
-"""The ``dedup_state`` text the embedded runner stores (:func:`projections.frames.sink.state_json`)."""
+"""The ``dedup_state`` text the embedded runner stores (:func:`projections.frames.dedup_state.state_json`)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from projections.frames.sink import state_json
+from projections.frames.dedup_state import state_json
 
 ENTRY = st.fixed_dictionaries({
     "f": st.lists(st.tuples(st.text(), st.integers(-(2**62), 2**62), st.none() | st.integers(0, 2**62), st.booleans(),

@@ -12,7 +12,7 @@ SCHEMA_VERSION = 1
 
 DDL = [
     """CREATE TABLE IF NOT EXISTS frames (
-        frame_id VARCHAR NOT NULL USING COMPRESSION zstd,  -- the first writer's event id; unique (the sink merges by it; no index, see projections/frames/sink.py)
+        frame_id VARCHAR NOT NULL USING COMPRESSION zstd,  -- the first writer's event id; unique (the sink merges by it; no index: sink.py)
         dedup_key VARCHAR NOT NULL USING COMPRESSION zstd,
         body_hash VARCHAR NOT NULL USING COMPRESSION zstd,  -- sha256 hex of the stripped, trimmed body
         content VARCHAR USING COMPRESSION zstd,  -- first writer's content, [hm] prefix included
@@ -58,7 +58,7 @@ DDL = [
         PRIMARY KEY (input, src_partition)
     )""",
     """CREATE TABLE IF NOT EXISTS dedup_state (
-        dedup_key VARCHAR NOT NULL,          -- embedded runner only: the dedup core's state; one row per key (the sink deletes a key's row before writing it; no index, see projections/frames/sink.py)
+        dedup_key VARCHAR NOT NULL,          -- embedded runner only; one row per key (no index: dedup_state.py)
         frames VARCHAR NOT NULL              -- JSON of the key's streams.frames.dedup.DedupCore entry
     )""",
     """CREATE TABLE IF NOT EXISTS meta (

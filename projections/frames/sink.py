@@ -8,7 +8,6 @@ re-delivered event (same event id) changes nothing.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -16,10 +15,10 @@ from typing import Any
 
 import duckdb
 import numpy as np
-import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from projections.frames.dedup_state import load_state, write_state
 from projections.frames.file_copy import HeldFileCopy
 from projections.frames.fingerprints import Fingerprints, Hashes
 from projections.frames.memory_calls import apply_memory_calls, ensure_memory_schema
@@ -97,22 +96,6 @@ CAPTURE_SCHEMA: tuple[tuple[str, pa.DataType], ...] = tuple(zip(CAPTURE_COLUMNS,
 
 class MetaMismatch(RuntimeError):
     """The file was built with other dedup settings (key strategy or window)."""
-
-
-def state_json(value: Any) -> str:
-    """The ``dedup_state.frames`` text of one key's dedup entry (compact JSON; read back with ``json.loads``).
-
-    orjson writes it (a fifth of ``json.dumps``'s time: one entry per key a batch changed, issue 20);
-    a value orjson refuses (an int beyond 64 bits) is written by ``json.dumps`` instead, so no
-    entry fails a batch.
-
-    Raises:
-        TypeError, ValueError: for a value neither can write (not JSON data).
-    """
-    try:
-        return orjson.dumps(value).decode()
-    except TypeError:
-        return json.dumps(value)
 
 
 class DuckSink:
@@ -204,9 +187,8 @@ class DuckSink:
 
     # --- dedup state (embedded runner) ----------------------------------------------------
     def load_dedup_state(self) -> dict[str, Any]:
-        """The dedup core's state as stored by the last committed batch (key → frames list)."""
-        rows = self.con.execute("SELECT dedup_key, frames FROM dedup_state").fetchall()
-        return {k: json.loads(v) for k, v in rows}
+        """The dedup core's state as stored by the last committed batch (key → frames list; :func:`load_state`)."""
+        return load_state(self.con)
 
     # --- the batch ------------------------------------------------------------------------
     def apply_batch(
@@ -279,7 +261,7 @@ class DuckSink:
                     [[i, p, o] for (i, p), o in positions.items()],
                 )
             if state_changes:
-                self._write_state(*state_changes)
+                write_state(con, *state_changes)
             con.execute("COMMIT")
             if self._adding is not None and self._ids is not None:
                 self._ids.add(np.union1d(*self._adding))
@@ -291,28 +273,6 @@ class DuckSink:
         finally:
             self._adding = None
 
-
-    def _write_state(self, upserts: Mapping[str, Any], deletes: Iterable[str]) -> None:
-        """Replace the ``dedup_state`` rows of the keys set (``upserts``: key → entry) and delete
-        those of ``deletes``, inside the open transaction.
-
-        The table has no index (files created before stop 33 have a primary key, which this
-        statement pair keeps valid): a delete of the keys' rows and an append cost 0.16 µs per
-        capture of a 200k run where ``INSERT OR REPLACE`` through the index cost 0.6, and the commit
-        0.35 µs less (issue 20). The sweeps keep the table at the window's keys, so the delete's
-        scan stays small; with an unbounded window it grows with the keys."""
-        con = self.con
-        keys = [*upserts, *deletes]
-        if not keys:
-            return
-        con.register("_keys", pa.table({"k": pa.array(keys, type=pa.string())}))
-        con.execute("DELETE FROM dedup_state WHERE dedup_key IN (SELECT k FROM _keys)")
-        con.unregister("_keys")  # after a failure the batch's own error goes on (an aborted transaction refuses this)
-        if upserts:
-            con.register("_state", pa.table({"k": pa.array(list(upserts), type=pa.string()),
-                                             "v": pa.array([state_json(v) for v in upserts.values()], type=pa.string())}))
-            con.execute("INSERT INTO dedup_state SELECT k, v FROM _state")
-            con.unregister("_state")
 
     def _fingerprints(self) -> Fingerprints:
         """The fingerprints of the committed ids: every ``frame_captures.event_id`` and every
