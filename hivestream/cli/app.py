@@ -100,7 +100,7 @@ def print_report(report: RunReport) -> None:
     for f in report.inputs.values():
         fmts[f] = fmts.get(f, 0) + 1
     out.print(f"[bold]inputs[/]: {len(report.inputs)} files ({', '.join(f'{n} {k}' for k, n in sorted(fmts.items()))}), "
-              f"{report.records} input records with events, {report.skipped} input items (events or rejected lines) already applied")
+              f"{report.records} input records read (lines with events or errors), {report.skipped} input items (events or rejected lines) already applied")
     out.print(f"[bold]hook events[/]: {report.events} ({report.captures} captures with turn text, {report.not_captures} tool/lifecycle "
               f"events, {report.events - report.captures - report.not_captures} rejected as captures)")
     out.print(f"[bold]frames out[/]: {report.frames_created}; [bold]duplicates collapsed[/]: {report.duplicates}"
