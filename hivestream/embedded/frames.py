@@ -104,6 +104,7 @@ class EmbeddedRunner:
             self.settings.window,
             allowed_lateness_ms=self.settings.allowed_lateness_ms,
             state=TrackedState(self.sink.load_dedup_state()),
+            since_sweep=self.sink.load_since_sweep(),  # a resumed run sweeps where an uninterrupted one does
         )
         self.report = RunReport(db=str(db))
         self.memory = MemoryCallPass(self.sink.con)  # issue 12: memory_tool_calls (the read side of memory)
@@ -228,11 +229,11 @@ class EmbeddedRunner:
         changes = self.core.state.drain()
         calls, self.memory.pending = self.memory.pending, []
         self._wait()
-        self._pending = self._writer.submit(self._write, events, dls, {(origin, 0): next_off}, changes, calls)
+        self._pending = self._writer.submit(self._write, events, dls, {(origin, 0): next_off}, changes, calls, self.core.since_sweep)
 
     def _write(self, events: list[FrameEvent], dls: list[DeadLetter], positions: dict[tuple[str, int], int],
-               changes: tuple[dict[str, Any], list[str]], calls: list[MemoryToolCall]) -> None:
-        frames, dups, _dead = self.sink.apply_batch(events, dls, positions, changes, calls)  # issue 12: the calls too
+               changes: tuple[dict[str, Any], list[str]], calls: list[MemoryToolCall], since_sweep: int) -> None:
+        frames, dups, _dead = self.sink.apply_batch(events, dls, positions, changes, calls, since_sweep)  # issue 12: the calls too
         self.memory.written += len(calls)
         self.report.frames_created += frames
         self.report.duplicates += dups

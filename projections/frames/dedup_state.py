@@ -41,6 +41,34 @@ def load_state(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
     return {k: json.loads(v) for k, v in con.execute("SELECT dedup_key, frames FROM dedup_state").fetchall()}
 
 
+SINCE_SWEEP_KEY = "dedup_since_sweep"  # the ``meta`` row of the dedup core's sweep counter
+
+
+def load_since_sweep(con: duckdb.DuckDBPyConnection) -> int:
+    """The dedup core's captures since its last sweep as the last committed batch left it (0 when
+    never stored: a new file, or one written before the counter was kept).
+
+    Raises:
+        duckdb.Error: on a database failure.
+    """
+    row = con.execute("SELECT value FROM meta WHERE key = ?", [SINCE_SWEEP_KEY]).fetchone()
+    try:
+        return max(0, int(row[0])) if row and row[0] is not None else 0
+    except ValueError:  # not a number: sweep counting starts again (only when the state is pruned changes)
+        return 0
+
+
+def write_since_sweep(con: duckdb.DuckDBPyConnection, since_sweep: int) -> None:
+    """Store the dedup core's sweep counter (:attr:`streams.frames.dedup.DedupCore.since_sweep`)
+    inside the caller's open transaction, with the state rows of the same batch.
+
+    Raises:
+        duckdb.Error: on a database failure (the caller rolls back).
+    """
+    con.execute("INSERT INTO meta VALUES (?, ?) ON CONFLICT DO UPDATE SET value = excluded.value",
+                [SINCE_SWEEP_KEY, str(int(since_sweep))])
+
+
 def write_state(con: duckdb.DuckDBPyConnection, upserts: Mapping[str, Any], deletes: Iterable[str]) -> None:
     """Replace the rows of the keys set (``upserts``: key → entry) and delete those of ``deletes``,
     inside the caller's open transaction.

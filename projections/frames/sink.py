@@ -18,7 +18,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from projections.frames.dedup_state import load_state, write_state
+from projections.frames.dedup_state import load_since_sweep, load_state, write_since_sweep, write_state
 from projections.frames.file_copy import HeldFileCopy
 from projections.frames.fingerprints import Fingerprints, Hashes
 from projections.frames.memory_calls import apply_memory_calls, ensure_memory_schema
@@ -190,6 +190,10 @@ class DuckSink:
         """The dedup core's state as stored by the last committed batch (key → frames list; :func:`load_state`)."""
         return load_state(self.con)
 
+    def load_since_sweep(self) -> int:
+        """The dedup core's captures since its last sweep, as the last committed batch stored it (:func:`load_since_sweep`)."""
+        return load_since_sweep(self.con)
+
     # --- the batch ------------------------------------------------------------------------
     def apply_batch(
         self,
@@ -198,14 +202,15 @@ class DuckSink:
         positions: Mapping[tuple[str, int], int] | None = None,
         state_changes: tuple[Mapping[str, Any], Iterable[str]] | None = None,
         memory_calls: Iterable[MemoryToolCall] = (),
+        since_sweep: int | None = None,
     ) -> tuple[int, int, int]:
         """Apply one batch of frame events in one transaction (see :meth:`apply_columns`).
 
         Args:
             frame_events: created/touched events, in processing order.
-            dead_letters, positions, state_changes, memory_calls: as in :meth:`apply_columns`.
+            dead_letters, positions, state_changes, memory_calls, since_sweep: as in :meth:`apply_columns`.
         """
-        return self.apply_columns(capture_columns(frame_events), dead_letters, positions, state_changes, memory_calls)
+        return self.apply_columns(capture_columns(frame_events), dead_letters, positions, state_changes, memory_calls, since_sweep)
 
     def apply_columns(
         self,
@@ -214,6 +219,7 @@ class DuckSink:
         positions: Mapping[tuple[str, int], int] | None = None,
         state_changes: tuple[Mapping[str, Any], Iterable[str]] | None = None,
         memory_calls: Iterable[MemoryToolCall] = (),
+        since_sweep: int | None = None,
     ) -> tuple[int, int, int]:
         """Apply one batch in one transaction.
 
@@ -226,6 +232,8 @@ class DuckSink:
             positions: (input, partition) → next offset to store with the rows.
             state_changes: (dedup keys set → frames list, keys deleted), stored with the rows.
             memory_calls: memory tool calls for ``memory_tool_calls`` (idempotent on event id).
+            since_sweep: the dedup core's captures since its last sweep after the batch, stored
+                with the state (:func:`projections.frames.dedup_state.write_since_sweep`); ``None``: not stored.
 
         Returns:
             (new frames, new duplicate captures, new dead letters) applied; re-delivered
@@ -262,6 +270,8 @@ class DuckSink:
                 )
             if state_changes:
                 write_state(con, *state_changes)
+            if since_sweep is not None:
+                write_since_sweep(con, since_sweep)
             con.execute("COMMIT")
             if self._adding is not None and self._ids is not None:
                 self._ids.add(np.union1d(*self._adding))

@@ -111,6 +111,9 @@ class DedupCore:
             taken at, when known apart from the state (the frames worker's changelog marker,
             :mod:`streams.frames.changelog`); ``None``: rebuilt from the state's entries
             (:meth:`rebuild_watermarks`), right only for a state taken at one point of the log.
+        since_sweep: captures processed since the last sweep when ``state`` was taken (the
+            embedded runner stores it with the state, so a resumed run sweeps where an
+            uninterrupted one does and keeps the same state; :attr:`since_sweep`).
 
     Raises:
         ValueError: for a negative window or lateness.
@@ -127,6 +130,7 @@ class DedupCore:
         committed: Callable[[int], int | None] | None = None,
         group_of: Callable[[str], int] = group_of_key,
         watermarks: Mapping[int, int] | None = None,
+        since_sweep: int = 0,
     ) -> None:
         if window_ms is not None and window_ms < 0:
             raise ValueError("window_ms must be >= 0 or None (unbounded)")
@@ -140,11 +144,16 @@ class DedupCore:
         self.committed = committed
         self.group_of = group_of
         self.group_max: dict[int, int] = {}
-        self._since_sweep = 0
+        self._since_sweep = since_sweep
         if watermarks is None:
             self.rebuild_watermarks()
         else:
             self.group_max.update(watermarks)
+
+    @property
+    def since_sweep(self) -> int:
+        """Captures processed since the last sweep (:meth:`evict`); the next runs after ``sweep_every``."""
+        return self._since_sweep
 
     def rebuild_watermarks(self) -> None:
         """Rebuild the per-group greatest event times from the state (after a restore).
