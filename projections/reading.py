@@ -10,6 +10,8 @@ from pathlib import Path
 
 import duckdb
 
+from projections.duck_file import check_duckdb_file
+
 
 def snapshot_path(db: str | Path) -> Path:
     """Where the projector publishes the read-only snapshot of ``db``: ``<db>.snapshot``."""
@@ -34,6 +36,7 @@ def open_for_reading(db: Path) -> tuple[duckdb.DuckDBPyConnection, str]:
     snap = snapshot_path(db)
     if db.exists():
         try:
+            check_duckdb_file(db)
             return duckdb.connect(str(db), read_only=True), f"answered from {db} (no writer holds it: up to date)"
         except duckdb.Error as e:
             first = str(e).splitlines()[0] if str(e) else type(e).__name__

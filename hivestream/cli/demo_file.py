@@ -12,6 +12,8 @@ from pathlib import Path
 
 import duckdb
 
+from projections.duck_file import check_duckdb_file
+
 DEFAULT_DEMO_DB = Path("hivestream-demo.duckdb")
 DEMO_META = ("written_by", "hivestream demo")
 """The ``meta`` row (key, value) a demo file carries."""
@@ -27,6 +29,7 @@ def refusal(db: Path) -> str | None:
     if db.name == DEFAULT_DEMO_DB.name:
         return None
     try:
+        check_duckdb_file(db)
         con = duckdb.connect(str(db), read_only=True)
     except duckdb.Error:
         return f"{db} exists and is not a DuckDB file the demo wrote (or another process holds it): choose another --db or remove it"

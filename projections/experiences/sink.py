@@ -20,6 +20,7 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
+from projections.duck_file import check_duckdb_file
 from projections.experiences.schema import KB_DDL, REFRESH_EXPERIENCES
 from streams.experiences.fold import KbBatch
 
@@ -75,6 +76,8 @@ class KbSink:
                 sink's connection, so both projections of one file are written by one process).
         """
         self.path = str(path)
+        if con is None:
+            check_duckdb_file(self.path)
         self.con = con if con is not None else duckdb.connect(self.path)
         for stmt in KB_DDL:
             self.con.execute(stmt)

@@ -18,6 +18,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from projections.duck_file import check_duckdb_file
 from projections.frames.dedup_state import load_since_sweep, load_state, write_since_sweep, write_state
 from projections.frames.file_copy import HeldFileCopy
 from projections.frames.fingerprints import Fingerprints, Hashes
@@ -117,8 +118,9 @@ class DuckSink:
     the WAL either way; a restart after a crash replays at most that much).
 
     Raises:
-        duckdb.IOException: when another process holds the file.
-        duckdb.ParserException: for a memory limit DuckDB cannot read (the message names it).
+        duckdb.IOException: when another process holds the file, or it is not a DuckDB file
+            (:func:`projections.duck_file.check_duckdb_file`).
+        duckdb.ParserException: for a memory limit DuckDB cannot read, or a negative one (the message names it).
     """
 
     def __init__(self, path: str | Path, *, memory_limit: str | None = None, threads: int | None = None) -> None:
@@ -127,6 +129,9 @@ class DuckSink:
         config: dict[str, str | bool | int | float | list[str]] = {"memory_limit": limit, "checkpoint_threshold": CHECKPOINT_THRESHOLD}
         if threads is not None:
             config["threads"] = threads
+        if limit.strip().startswith("-"):  # DuckDB reads a negative limit as its default, 80 % of RAM
+            raise duckdb.ParserException(f"memory limit {limit!r} (HIVESTREAM_DUCKDB_MEMORY_LIMIT): must not be negative")
+        check_duckdb_file(self.path)
         try:
             self.con = duckdb.connect(self.path, config=config)
         except duckdb.ParserException as e:  # the memory limit is the one setting here a user writes
@@ -344,7 +349,8 @@ class DuckSink:
                     con.execute(f"INSERT INTO frames BY NAME {_FRAME_AGG.format(src=_held_rows(src, 'ANTI'))}")
                 con.execute(f"CREATE OR REPLACE TEMP TABLE _agg AS {_FRAME_AGG.format(src=_held_rows(src, 'SEMI'))}")
                 con.unregister("_held")
-                if self._find_frames(held):
+                ((held_ids,),) = con.execute("SELECT count(*) FROM _agg").fetchall()  # frame ids, not hashes: two may share one
+                if self._find_frames(int(held_ids)):
                     con.execute(_MERGE_FRAMES)
                     con.execute("INSERT INTO frames BY NAME SELECT * FROM _agg ANTI JOIN _hit USING (frame_id)")
                 else:
@@ -369,8 +375,8 @@ class DuckSink:
 
     def _find_frames(self, held: int) -> int:
         """Build ``_hit`` (rowid and the batch's aggregate of every ``frames`` row whose frame id
-        is in ``_agg``) and return its row count; ``held``: how many of ``_agg``'s frame ids have
-        a held fingerprint (every one in the table has).
+        is in ``_agg``) and return its row count; ``held``: how many frame ids ``_agg`` holds (the
+        batch's frames whose id has a held fingerprint: every one in the table has).
 
         Rows are appended, so those written by the last batches have rowids at or above the row
         count before them; that range is joined first (a scan of its row groups only). It is the

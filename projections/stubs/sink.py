@@ -17,6 +17,7 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
+from projections.duck_file import check_duckdb_file
 from projections.stubs.schema import GLOBAL, STUB_DDL
 from streams.model.clock import Clock, wall_clock_ms
 from streams.model.deadletter import DeadLetter
@@ -52,6 +53,7 @@ class StubSink:
 
     def __init__(self, path: str | Path) -> None:
         self.path = str(path)
+        check_duckdb_file(self.path)
         self.con = duckdb.connect(self.path)
         for stmt in STUB_DDL:
             self.con.execute(stmt)
@@ -226,6 +228,7 @@ def stored_settings(db: str | Path) -> MatchSettings | None:
     """
     if not Path(db).exists():
         return None
+    check_duckdb_file(db)
     con = duckdb.connect(str(db), read_only=True)
     try:
         rows = dict(con.execute("SELECT key, value FROM stub_meta").fetchall())
