@@ -54,7 +54,7 @@ def load_since_sweep(con: duckdb.DuckDBPyConnection) -> int:
     row = con.execute("SELECT value FROM meta WHERE key = ?", [SINCE_SWEEP_KEY]).fetchone()
     try:
         return max(0, int(row[0])) if row and row[0] is not None else 0
-    except ValueError:  # not a number: sweep counting starts again (only when the state is pruned changes)
+    except ValueError:  # not a number: counting starts again at 0 (it changes only when closed frames are dropped, no answer)
         return 0
 
 
