@@ -34,7 +34,7 @@ lint: $(STAMP)
 
 test: $(STAMP) $(MINILM) lint
 	bash deploy/kafka/kafka.sh fetch
-	$(BIN)/python -m pytest
+	bash tests/run_suite.sh $(BIN)/python
 
 bench: $(STAMP)
 	$(BIN)/python -m pip install -q -e '.[dev,bench]'

@@ -167,6 +167,7 @@ def test_a_failed_copy_removes_its_partial_file_and_says_why(tmp_path: Path, mon
     assert not (tmp_path / "part.bin").exists()
 
 
+@pytest.mark.kafka
 def test_a_publication_that_fails_is_one_line_from_the_projector(kafka_bootstrap: str, tmp_path: Path) -> None:
     """A directory where the snapshot's temporary copy goes: `project` stops with one line and exit 2, no traceback."""
     db = tmp_path / "p.duckdb"
