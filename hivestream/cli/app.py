@@ -355,6 +355,9 @@ def produce(
     replication_factor: ReplicationOpt = None,
     jobs: Annotated[int | None, typer.Option("--jobs", min=0, help="import processes beside the sender (same records, same order); "
                                              "0: import in this process; default: one per core for inputs of 4 MiB or more")] = None,
+    delivery_timeout_s: Annotated[float | None, typer.Option(
+        "--delivery-timeout", help="seconds to wait, after the last send, for the cluster to acknowledge every record "
+                                   "(Kafka's delivery.timeout.ms; default 120); then exit 2, keeping what was acknowledged")] = None,
 ) -> None:
     """Import files onto the hook-events topic (idempotent producer, batching, progress in events/s)."""
     import time as _time
@@ -365,8 +368,13 @@ def produce(
     from streams.ingest.hook_log import is_log_dir
     from streams.kafka.topics import Topics
     from streams.model.clock import wall_clock_ms
-    from streams.produce.producer import produce_files
+    from streams.produce.producer import checked_delivery_timeout, produce_files
 
+    try:
+        checked_delivery_timeout(delivery_timeout_s)
+    except ValueError as e:
+        err.print(f"[red]error:[/] {escape(str(e))}", soft_wrap=True, highlight=False)
+        raise typer.Exit(2) from None
     paths = _expand(files)  # a bad input path is reported before any broker is asked
     quiet_client_logs()
     s = kafka_settings(namespace, partitions, replication_factor=replication_factor)
@@ -378,7 +386,7 @@ def produce(
         err.print("[red]error:[/] produce a serve log on its own (not mixed with files)")
         raise typer.Exit(2)
     if logs:
-        _produce_logs(logs, conn, t)
+        _produce_logs(logs, conn, t, delivery_timeout_s)
         return
     if jobs is None:
         jobs = auto_jobs(paths)
@@ -392,14 +400,14 @@ def produce(
             prog.update(task, description=f"produced {n} events ({rate:,.0f} events/s)")
 
         rep = produce_files(paths, conn, t, gateway=gateway, now_ms=wall_clock_ms, on_event=tick,
-                            privacy_mode=KbSettings().privacy_mode, jobs=jobs)
+                            privacy_mode=KbSettings().privacy_mode, jobs=jobs, delivery_timeout_s=delivery_timeout_s)
     dt = _time.monotonic() - t0
     dl = ", ".join(f"{k} {v}" for k, v in rep.dead_letters.most_common()) or "none"
     out.print(f"produced {rep.events} events from {len(paths)} files to {t.hook_events} in {dt:.1f} s "
               f"({rep.events / max(dt, 1e-6):,.0f} events/s); dead-lettered at import: {dl}")
 
 
-def _produce_logs(logs: list[Path], conn: KafkaConnection, t: object) -> None:
+def _produce_logs(logs: list[Path], conn: KafkaConnection, t: object, delivery_timeout_s: float | None) -> None:
     """``produce LOGDIR``: each serve log record for record onto the topics (:mod:`hivestream.serve.handoff`)."""
     import time as _time
 
@@ -410,7 +418,7 @@ def _produce_logs(logs: list[Path], conn: KafkaConnection, t: object) -> None:
     for d in logs:
         t0 = _time.monotonic()
         try:
-            rep = produce_log(d, conn, t)
+            rep = produce_log(d, conn, t, delivery_timeout_s=delivery_timeout_s)
         except ValueError as e:
             err.print(f"[red]error:[/] {e}")
             raise typer.Exit(2) from e

@@ -55,12 +55,16 @@ def log_records(directory: Path, topics: Topics, report: HandoffReport) -> Itera
                 yield topics.hook_events, rec.key, rec.value
 
 
-def produce_log(directory: Path, conn: ConnectionLike, topics: Topics, on_sent: Callable[[int], None] | None = None) -> HandoffReport:
-    """Send the log in ``directory`` to ``topics`` (which must exist) and wait for every acknowledgement.
+def produce_log(directory: Path, conn: ConnectionLike, topics: Topics, on_sent: Callable[[int], None] | None = None,
+                delivery_timeout_s: float | None = None) -> HandoffReport:
+    """Send the log in ``directory`` to ``topics`` (which must exist) and wait for every acknowledgement,
+    at most ``delivery_timeout_s`` seconds after the last send (None: 120 s; Kafka's ``delivery.timeout.ms``).
 
     Raises:
-        ValueError, OSError: see :func:`log_records`; aiokafka's errors when a send fails.
+        ValueError, OSError: see :func:`log_records`; ValueError also for a ``delivery_timeout_s`` that is not a
+            positive number of seconds; aiokafka's errors when a send fails; ``KafkaSetupError`` as
+            :func:`streams.produce.producer.send_records`.
     """
     report = HandoffReport()
-    asyncio.run(send_records(log_records(directory, topics, report), conn, on_sent=on_sent))
+    asyncio.run(send_records(log_records(directory, topics, report), conn, on_sent=on_sent, delivery_timeout_s=delivery_timeout_s))
     return report

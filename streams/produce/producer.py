@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -192,6 +193,7 @@ async def send_records(
     on_sent: Callable[[int], None] | None = None,
     linger_ms: int = 10,
     batch_bytes: int = 1_048_576,
+    delivery_timeout_s: float | None = None,
 ) -> int:
     """Send ``records`` in order with aiokafka's idempotent producer, one batch per partition at a time.
 
@@ -205,6 +207,9 @@ async def send_records(
         on_sent: called with the count handed to the producer so far (about every 10,000 records).
         linger_ms: the producer's ``linger.ms``.
         batch_bytes: the producer's batch size (``max_batch_size``), bytes.
+        delivery_timeout_s: how long to wait, after the last send, for every record's acknowledgement,
+            seconds (Kafka's producer setting ``delivery.timeout.ms``; None: :data:`ACK_TIMEOUT_S`, the
+            Java client's default of 120 s).
 
     Returns:
         The number of records sent.
@@ -212,11 +217,13 @@ async def send_records(
     Raises:
         kafka errors from aiokafka (``KafkaConnectionError``, ``KafkaTimeoutError``, …) when the broker
         cannot be reached or refuses a record; ``KafkaSetupError`` when the producer gets no id within
-        :data:`START_TIMEOUT_S` or the last records no acknowledgement within :data:`ACK_TIMEOUT_S`
-        (too few brokers up for ``min.insync.replicas``); ValueError for a record larger than a batch or a
-        placed record whose partition the topic does not have.
+        :data:`START_TIMEOUT_S` or the last records no acknowledgement within ``delivery_timeout_s``
+        (too few brokers up for ``min.insync.replicas``); ValueError for a record larger than a batch, a
+        placed record whose partition the topic does not have, or a ``delivery_timeout_s`` that is not a
+        positive number of seconds.
     """
-    return await send_blocks(blocks_of(records), conn, on_sent=on_sent, linger_ms=linger_ms, batch_bytes=batch_bytes)
+    return await send_blocks(blocks_of(records), conn, on_sent=on_sent, linger_ms=linger_ms, batch_bytes=batch_bytes,
+                             delivery_timeout_s=delivery_timeout_s)
 
 
 async def send_blocks(
@@ -226,13 +233,14 @@ async def send_blocks(
     on_sent: Callable[[int], None] | None = None,
     linger_ms: int = 10,
     batch_bytes: int = 1_048_576,
+    delivery_timeout_s: float | None = None,
 ) -> int:
     """Send the records of ``blocks`` in order (as :func:`send_records`); the per-record work is a
     partition lookup (cached per key: murmur2 in Python costs µs, and keys repeat) and a batch append.
 
     Args:
         blocks: :data:`Block` runs; the topics must exist.
-        conn, on_sent, linger_ms, batch_bytes: as :func:`send_records`.
+        conn, on_sent, linger_ms, batch_bytes, delivery_timeout_s: as :func:`send_records`.
 
     Returns:
         The number of records sent.
@@ -240,6 +248,7 @@ async def send_blocks(
     Raises:
         as :func:`send_records`.
     """
+    ack_timeout_s = checked_delivery_timeout(delivery_timeout_s)
     producer = aiokafka_producer(conn, client_id="hivestream-produce", enable_idempotence=True, acks="all",
                                  linger_ms=linger_ms, max_batch_size=batch_bytes, max_request_size=2_097_152)
     try:
@@ -294,9 +303,9 @@ async def send_blocks(
                 if batch is not None and batch.record_count():
                     pending.append(await producer.send_batch(batch, topic, partition=p))
         try:
-            await asyncio.wait_for(_acknowledged(producer, pending), ACK_TIMEOUT_S)
+            await asyncio.wait_for(_acknowledged(producer, pending), ack_timeout_s)
         except TimeoutError:
-            raise KafkaSetupError(f"the cluster did not acknowledge the last records within {ACK_TIMEOUT_S:g} s: fewer in-sync "
+            raise KafkaSetupError(f"the cluster did not acknowledge the last records within {ack_timeout_s:g} s: fewer in-sync "
                                   "replicas than min.insync.replicas, or brokers down; what was acknowledged is kept, run it again "
                                   "(event ids make the rerun harmless)") from None
         if on_sent:
@@ -310,7 +319,31 @@ START_TIMEOUT_S = 30.0
 """How long ``produce`` waits for its idempotent producer's id (InitProducerId) before it gives up, seconds."""
 
 ACK_TIMEOUT_S = 120.0
-"""How long ``produce`` waits, after the last send, for every record's acknowledgement, seconds."""
+"""How long ``produce`` waits, after the last send, for every record's acknowledgement unless told
+otherwise, seconds: the Java producer's default ``delivery.timeout.ms`` (120,000 ms)."""
+
+MAX_DELIVERY_TIMEOUT_S = 86_400.0
+"""The largest acknowledgement bound taken, seconds (a day; Kafka's ``delivery.timeout.ms`` is an int of ms)."""
+
+
+def checked_delivery_timeout(seconds: float | None) -> float:
+    """The acknowledgement bound to use: ``seconds``, or :data:`ACK_TIMEOUT_S` for None.
+
+    Args:
+        seconds: the bound asked for, seconds (``produce --delivery-timeout``), or None.
+
+    Returns:
+        The bound, seconds (0 < bound <= :data:`MAX_DELIVERY_TIMEOUT_S`).
+
+    Raises:
+        ValueError: a bound that is not a finite number of seconds in (0, :data:`MAX_DELIVERY_TIMEOUT_S`]
+            (NaN and infinity included), with the value and the range in one line.
+    """
+    if seconds is None:
+        return ACK_TIMEOUT_S
+    if not (math.isfinite(seconds) and 0 < seconds <= MAX_DELIVERY_TIMEOUT_S):
+        raise ValueError(f"the delivery timeout must be a number of seconds above 0 and at most {MAX_DELIVERY_TIMEOUT_S:g}, not {seconds!r}")
+    return float(seconds)
 
 
 async def _acknowledged(producer: Any, pending: list[asyncio.Future[Any]]) -> None:
@@ -337,6 +370,7 @@ def produce_files(
     on_event: Callable[[int], None] | None = None,
     privacy_mode: RedactionMode = RedactionMode.STRICT,
     jobs: int = 0,
+    delivery_timeout_s: float | None = None,
 ) -> ProduceReport:
     """Import ``paths`` and send every event to ``topics.hook_events`` (dead letters to ``topics.dead_letter``).
 
@@ -350,18 +384,22 @@ def produce_files(
         privacy_mode: how KnowHub-relevant payloads are prepared (strict: redacted).
         jobs: import processes beside the sender (:class:`streams.produce.import_pool.ImportPool`; same
             records, same order); 0 imports in this process.
+        delivery_timeout_s: the acknowledgement bound of :func:`send_records`, seconds (None: 120 s).
 
     Raises:
-        OSError: when a file cannot be read; aiokafka's errors on a send failure.
-        ValueError: when ``jobs`` < 0.
+        OSError: when a file cannot be read; aiokafka's errors on a send failure; ``KafkaSetupError``
+            as :func:`send_records`.
+        ValueError: when ``jobs`` < 0 or ``delivery_timeout_s`` is not a positive number of seconds
+            (before any file is read).
     """
+    checked_delivery_timeout(delivery_timeout_s)
     report = ProduceReport()
     if jobs == 0:
         records = hook_records(paths, topics, report, gateway=gateway, now_ms=now_ms, privacy_mode=privacy_mode)
-        asyncio.run(send_records(records, conn, on_sent=on_event))
+        asyncio.run(send_records(records, conn, on_sent=on_event, delivery_timeout_s=delivery_timeout_s))
         return report
 
     with ImportPool(jobs) as pool:
         blocks = hook_blocks(paths, topics, report, gateway=gateway, now_ms=now_ms, privacy_mode=privacy_mode, pool=pool)
-        asyncio.run(send_blocks(blocks, conn, on_sent=on_event))
+        asyncio.run(send_blocks(blocks, conn, on_sent=on_event, delivery_timeout_s=delivery_timeout_s))
     return report
