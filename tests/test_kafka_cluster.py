@@ -24,7 +24,7 @@ from tests.kafka_cluster import LocalCluster, local_cluster
 from tests.kafka_harness import frame_tables, group_lag, stop, unique_namespace, wait_until, worker_group
 from tests.stub_kafka_scenario import embedded, stub_scenario, stub_tables, write_scenario
 
-pytestmark = pytest.mark.kafka
+pytestmark = [pytest.mark.kafka, pytest.mark.cluster]
 
 FAULT_TURNS = 2_000  # 8,000 backlog events per fault test (CI stays under 30 minutes)
 STUB_POLICY = ["--threshold", "0.6", "--top-n", "2", "--budget", "500"]  # tests.test_stub_projection.POLICY, as `embedded` uses

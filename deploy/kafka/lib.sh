@@ -23,6 +23,17 @@ cmd_fetch() {
     fi
     command -v mvn >/dev/null || die "mvn not found (needed once to fetch the Kafka jars)"
     [[ -n "$KAFKA_VERSION" ]] || die "could not read <kafka.version> from $POM"
+    # one fetch at a time (kafka.sh and cluster.sh may start together, as the suite's sessions do):
+    # the second waits for the first and then finds the jars
+    mkdir -p "$(dirname "$JARS_DIR")"
+    local lock_fd
+    exec {lock_fd}>"$JARS_DIR.lock"
+    flock "$lock_fd"
+    if jars_present; then
+        exec {lock_fd}>&-
+        log "jars present in $JARS_DIR (Kafka $KAFKA_VERSION)"
+        return 0
+    fi
     log "fetching Kafka $KAFKA_VERSION jars from Maven Central into $JARS_DIR"
     local tmp
     mkdir -p "$(dirname "$JARS_DIR")"
@@ -42,6 +53,7 @@ cmd_fetch() {
         rm -rf "$JARS_DIR"
         mv "$tmp" "$JARS_DIR"
     fi
+    exec {lock_fd}>&-
     log "fetched $(ls "$JARS_DIR"/*.jar | wc -l) jars"
 }
 
