@@ -14,7 +14,7 @@ import json
 import os
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import duckdb
 import typer
@@ -46,10 +46,8 @@ from hivestream.cli.lag import register as register_lag
 from hivestream.cli.serve import register as register_serve
 from hivestream.cli.stubs import stubs_app
 from hivestream.cli.topics import register as register_topics
-from hivestream.embedded.frames import RunReport, run_files
 from projections.frames.analytics import ANALYTICS_QUERIES, MEMORY_QUERIES
 from projections.frames.queries import QUERIES
-from projections.frames.sink import MetaMismatch
 from projections.named_query import NamedQuery, run_query
 from streams.gc_tuning import tune_gc
 from streams.importers.ordered_pool import auto_jobs
@@ -57,6 +55,12 @@ from streams.kafka.connection import KafkaConnection
 from streams.kafka.topics import WORKER_BATCH_BYTES
 from streams.model.body_hash import KeyStrategy
 from streams.settings import Settings
+
+if TYPE_CHECKING:
+    from hivestream.embedded.frames import RunReport
+
+# hivestream.embedded.frames and projections.frames.sink (pyarrow, the runner) are imported by the
+# commands that run files: the Kafka commands and `hook` start without them
 
 app = typer.Typer(help="hivestream: dedup AI-agent memory captures into DuckDB projections.", no_args_is_help=True,
                   pretty_exceptions_enable=False)
@@ -166,6 +170,8 @@ def run(
                                              "0: import in this process; default: one per core for inputs of 4 MiB or more")] = None,
 ) -> None:
     """Import session files (or a `serve` log: the same tables as serve's file), dedup and project them into DuckDB (no broker)."""
+    from hivestream.embedded.frames import run_files
+    from projections.frames.sink import MetaMismatch
     from streams.ingest.hook_log import is_log_dir
 
     paths = _expand(files)
@@ -206,6 +212,8 @@ def demo(
     = demo_file.DEFAULT_DEMO_DB,
 ) -> None:
     """Run the sample sessions shipped in the package, with the gateway double capture on."""
+    from hivestream.embedded.frames import run_files
+
     why = demo_file.refusal(db)
     if why is not None:
         err.print(f"[red]error:[/] {escape(why)}", soft_wrap=True)

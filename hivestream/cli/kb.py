@@ -15,7 +15,7 @@ import sys
 import time
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import duckdb
 import typer
@@ -37,12 +37,16 @@ from hivestream.cli.kafka_opts import (
 )
 from projections.experiences.queries import KB_QUERIES
 from projections.reading import open_for_reading
-from streams.experiences.build import build_experience, safe_text
 from streams.experiences.events import ExperienceReviewed, KbEvent, kb_key
-from streams.experiences.search import SearchDoc, format_json, format_prompt, search
 from streams.experiences.settings import KbSettings
 from streams.model.deadletter import RejectedInput
 from streams.model.events import stable_id
+
+if TYPE_CHECKING:
+    from streams.experiences.search import SearchDoc
+
+# streams.experiences.build (the injection and redaction tables) and streams.experiences.search
+# (bm25s, numpy) are imported by the commands that use them: together ~0.4 s of every command's start-up
 
 kb_app = typer.Typer(help="KnowHub experiences: run, project, submit, review, search, analytics.", no_args_is_help=True,
                      pretty_exceptions_enable=False)
@@ -239,6 +243,8 @@ def submit(
     namespace: NamespaceOpt = None,
 ) -> None:
     """Submit an experience directly (redacted, checked for prompt injection, deduplicated like any other)."""
+    from streams.experiences.build import build_experience
+
     s = KbSettings()
     fields: dict[str, Any] = {"task": task, "resource": resource, "result": result, "confidence": confidence}
     now = int(time.time() * 1000)
@@ -289,6 +295,8 @@ def _resolve(db: Path, given: str) -> str:
 
 def _review(experience_id: str, decision: str, reason: str, reviewer: str, db: Path, kafka: bool, bootstrap: str | None, namespace: str | None,
             kafka_config: Path | None) -> None:
+    from streams.experiences.build import safe_text
+
     if not kafka or db.exists():
         experience_id = _resolve(db, experience_id)
     mode = KbSettings().privacy_mode
@@ -343,6 +351,8 @@ def reject(
 
 def load_docs(db: Path) -> list[SearchDoc]:
     """Every experience of ``db`` as a :class:`SearchDoc`."""
+    from streams.experiences.search import SearchDoc
+
     rows = _read(db, "SELECT experience_id, task, resource, result, status, agent_ids FROM experiences ORDER BY experience_id")
     return [SearchDoc(i, t, r, res, s, tuple(a)) for i, t, r, res, s, a in rows]
 
@@ -357,6 +367,8 @@ def search_cmd(
     include_quarantined: Annotated[bool, typer.Option("--include-quarantined", help="also search quarantined experiences")] = False,
 ) -> None:
     """Rank approved experiences by BM25 relevance (quarantined ones only when asked)."""
+    from streams.experiences.search import format_json, format_prompt, search
+
     hits = search(load_docs(db), query, k=k, agent_id=agent_id, include_quarantined=include_quarantined)
     if fmt is SearchFormat.JSON:
         sys.stdout.write(format_json(hits) + "\n")

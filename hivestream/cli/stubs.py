@@ -10,7 +10,7 @@ import hashlib
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import duckdb
 import typer
@@ -20,7 +20,6 @@ from rich.text import Text
 
 from hivestream.cli.console import print_named_query, table
 from projections.stubs.queries import STUB_QUERIES
-from projections.stubs.sink import StubMetaMismatch, StubRunReport, run_stub_logs, stored_settings
 from streams.model.deadletter import RejectedInput
 from streams.stubs.errors import code_of
 from streams.stubs.events import StubUpserted
@@ -28,6 +27,11 @@ from streams.stubs.log import LogEntry, read_log, write_log
 from streams.stubs.settings import MatchPolicy, MatchSettings
 from streams.stubs.sqlite_import import DEFAULT_MODEL, estimate_archive_tokens, iter_stub_rows
 from streams.stubs.whatif import ChannelStats, WhatIfReport, what_if
+
+if TYPE_CHECKING:
+    from projections.stubs.sink import StubRunReport
+
+# projections.stubs.sink (DuckDB, pyarrow, numpy: ~0.3 s) is imported by the commands that write or read a file
 
 stubs_app = typer.Typer(help="Memory stubs: import stubs.db, run stub logs into DuckDB, what-if by replay, stub queries.",
                         no_args_is_help=True, pretty_exceptions_enable=False)
@@ -111,11 +115,15 @@ def import_(
         source = f"stubs-db:{stubs_db.resolve()}#{digest}"
         log = [LogEntry(source, n, (i.model_dump_json().encode() if isinstance(i, StubUpserted) else f"stubs.db row {n}".encode()), i)
                for n, i in enumerate(items)]
+        from projections.stubs.sink import run_stub_logs
+
         report = _run_guarded(lambda: run_stub_logs([log], db, bind_settings=False), db)
         _say(f"[bold]projected[/]: {report.stub_events} stub events into {db} ({report.skipped} already applied)")
 
 
 def _run_guarded(fn: Callable[[], StubRunReport], db: Path) -> StubRunReport:
+    from projections.stubs.sink import StubMetaMismatch
+
     try:
         return fn()
     except StubMetaMismatch as e:
@@ -136,6 +144,8 @@ def run(
     batch_size: Annotated[int, typer.Option("--batch-size", help="log items per DuckDB transaction")] = 1000,
 ) -> None:
     """Replay stub logs: stubs and message embeddings → matches → DuckDB (stubs, stub_matches, stub_messages)."""
+    from projections.stubs.sink import run_stub_logs, stored_settings
+
     _existing(files)
     if batch_size < 1:
         _fail("--batch-size must be >= 1")
@@ -183,6 +193,8 @@ def whatif(
 ) -> None:
     """Replay the logs with the recorded settings and with new ones; compare hit rate, matches and tokens per channel."""
     _existing(files)
+    from projections.stubs.sink import stored_settings
+
     base = MatchSettings()
     if db is not None:
         if not db.is_file():

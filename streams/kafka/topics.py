@@ -36,8 +36,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from kafka.partitioner.default import murmur2
-
 from streams.kafka.clients import kafka_admin
 from streams.kafka.connection import ConnectionLike
 
@@ -154,7 +152,15 @@ def partition_for(key: bytes, partitions: int) -> int:
     """
     if partitions < 1:
         raise ValueError("partitions must be >= 1")
-    return (_positive_murmur2(key) if type(key) is bytes and len(key) <= 256 else int(murmur2(key) & 0x7FFFFFFF)) % partitions
+    return (_positive_murmur2(key) if type(key) is bytes and len(key) <= 256 else int(_murmur2(key) & 0x7FFFFFFF)) % partitions
+
+
+def _murmur2(key: bytes) -> int:
+    """kafka-python's ``murmur2``, imported on first use: importing any ``kafka`` module loads the whole
+    client package (~0.25 s of every command's start-up, and most commands never place a key)."""
+    from kafka.partitioner.default import murmur2
+
+    return int(murmur2(key))
 
 
 @lru_cache(maxsize=65_536)
@@ -162,7 +168,7 @@ def _positive_murmur2(key: bytes) -> int:
     """``murmur2(key) & 0x7fffffff``, remembered: kafka-python's murmur2 is pure Python (~5 µs a key)
     and the workers' output keys repeat (sessions, key groups, experience ids); keys of at most 256
     bytes only, so the cache holds at most ~20 MiB."""
-    return int(murmur2(key) & 0x7FFFFFFF)
+    return _murmur2(key) & 0x7FFFFFFF
 
 
 def creation_request(spec: TopicSpec, replication_factor: int | None = None, min_insync_replicas: int | None = None) -> tuple[str, int, int, dict[str, str]]:
