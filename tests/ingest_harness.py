@@ -156,9 +156,9 @@ class StoppableBroker:
         self.bootstrap = f"127.0.0.1:{self.port}"
 
     def _run(self, command: str) -> None:
-        from tests.kafka_broker import KAFKA_SH
+        from tests.kafka_broker import KAFKA_SH, broker_script_env
 
-        env = dict(os.environ, HIVESTREAM_KAFKA_HOME=str(self.state_dir), HIVESTREAM_KAFKA_PORT=str(self.port))
+        env = broker_script_env(HIVESTREAM_KAFKA_HOME=str(self.state_dir), HIVESTREAM_KAFKA_PORT=str(self.port))
         r = subprocess.run(["bash", str(KAFKA_SH), command], env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=600)
         if r.returncode != 0:
             raise RuntimeError(f"kafka.sh {command} failed: {r.stderr[-2000:]}")

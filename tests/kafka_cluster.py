@@ -20,7 +20,7 @@ from pathlib import Path
 
 from kafka import KafkaAdminClient
 
-from tests.kafka_broker import _ports_free
+from tests.kafka_broker import _ports_free, broker_script_env
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 CLUSTER_SH = REPO_ROOT / "deploy" / "kafka" / "cluster.sh"
@@ -126,8 +126,8 @@ class LocalCluster:
 
 
 def _script_env(home: Path, base_port: int) -> dict[str, str]:
-    return dict(os.environ, HIVESTREAM_CLUSTER_HOME=str(home), HIVESTREAM_CLUSTER_PORT=str(base_port),
-                HIVESTREAM_CLUSTER_WAIT_TIMEOUT="180")
+    return broker_script_env(HIVESTREAM_CLUSTER_HOME=str(home), HIVESTREAM_CLUSTER_PORT=str(base_port),
+                             HIVESTREAM_CLUSTER_WAIT_TIMEOUT="180")
 
 
 def _pick_base_port() -> int:

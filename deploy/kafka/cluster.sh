@@ -29,6 +29,8 @@
 #   HIVESTREAM_CLUSTER_PASSWORD  its password at first start (default: 32 random hex digits);
 #                                kept in <state>/client.properties (mode 600), never printed
 #   HIVESTREAM_CLUSTER_HEAP      JVM heap options per node (default: -Xms128m -Xmx384m)
+#   HIVESTREAM_KAFKA_JVM_OPTS    more JVM options for every node (default: none; the test suite
+#                                uses -XX:TieredStopAtLevel=1, see tests/kafka_broker.py)
 #   HIVESTREAM_KAFKA_JARS        where the broker jars are (default: <this dir>/.cache/kafka-<version>)
 #   HIVESTREAM_CLUSTER_WAIT_TIMEOUT  seconds `start`/`wait`/`start-node` wait (default: 120)
 #   HIVESTREAM_CLUSTER_STOP_TIMEOUT  seconds a stop waits before SIGKILL (default: 30)
@@ -44,6 +46,7 @@ STATE_DIR="${HIVESTREAM_CLUSTER_HOME:-$SCRIPT_DIR/.cluster-state}"
 BASE_PORT="${HIVESTREAM_CLUSTER_PORT:-19192}"
 SCRAM_USER="${HIVESTREAM_CLUSTER_USER:-hivestream}"
 HEAP_OPTS="${HIVESTREAM_CLUSTER_HEAP:--Xms128m -Xmx384m}"
+JVM_OPTS="${HIVESTREAM_KAFKA_JVM_OPTS:-}"
 WAIT_TIMEOUT="${HIVESTREAM_CLUSTER_WAIT_TIMEOUT:-120}"
 STOP_TIMEOUT="${HIVESTREAM_CLUSTER_STOP_TIMEOUT:-30}"
 
@@ -240,7 +243,7 @@ launch_node() {
     # that then execs java.
     # shellcheck disable=SC2016,SC2086
     setsid bash -c 'echo $$ >"$0"; exec "$@"' "$pid_file" \
-        java $HEAP_OPTS -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -Djava.awt.headless=true \
+        java $HEAP_OPTS -XX:+UseG1GC -XX:MaxGCPauseMillis=20 $JVM_OPTS -Djava.awt.headless=true \
         -Dlog4j2.configurationFile="$LOG4J_CONFIG" -Dkafka.logs.dir="$log_dir" \
         -cp "$JARS_DIR/*" kafka.Kafka "$(node_config "$n")" \
         </dev/null >"$log_dir/console.out" 2>&1 &

@@ -9,6 +9,8 @@
 #   HIVESTREAM_KAFKA_PORT   broker port on 127.0.0.1; controller uses PORT+1  (default: 19092)
 #   HIVESTREAM_KAFKA_JARS   where the broker jars go  (default: <this dir>/.cache/kafka-<version>)
 #   HIVESTREAM_KAFKA_HEAP   JVM heap options  (default: -Xms128m -Xmx512m)
+#   HIVESTREAM_KAFKA_JVM_OPTS  more JVM options for the broker (default: none; the test suite
+#                           uses -XX:TieredStopAtLevel=1, see tests/kafka_broker.py)
 #   HIVESTREAM_KAFKA_WAIT_TIMEOUT   seconds `wait` polls before failing  (default: 90)
 #   HIVESTREAM_KAFKA_STOP_TIMEOUT   seconds `stop` waits before SIGKILL  (default: 30)
 set -euo pipefail
@@ -22,6 +24,7 @@ STATE_DIR="${HIVESTREAM_KAFKA_HOME:-$SCRIPT_DIR/.state}"
 PORT="${HIVESTREAM_KAFKA_PORT:-19092}"
 CONTROLLER_PORT=$((PORT + 1))
 HEAP_OPTS="${HIVESTREAM_KAFKA_HEAP:--Xms128m -Xmx512m}"
+JVM_OPTS="${HIVESTREAM_KAFKA_JVM_OPTS:-}"
 WAIT_TIMEOUT="${HIVESTREAM_KAFKA_WAIT_TIMEOUT:-90}"
 STOP_TIMEOUT="${HIVESTREAM_KAFKA_STOP_TIMEOUT:-30}"
 
@@ -108,7 +111,7 @@ cmd_start() {
     rm -f "$PID_FILE"
     # shellcheck disable=SC2016,SC2086
     setsid bash -c 'echo $$ >"$0"; exec "$@"' "$PID_FILE" \
-        java $HEAP_OPTS -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -Djava.awt.headless=true \
+        java $HEAP_OPTS -XX:+UseG1GC -XX:MaxGCPauseMillis=20 $JVM_OPTS -Djava.awt.headless=true \
         -Dlog4j2.configurationFile="$LOG4J_CONFIG" -Dkafka.logs.dir="$LOG_DIR" \
         -cp "$JARS_DIR/*" kafka.Kafka "$CONFIG" \
         </dev/null >"$CONSOLE_LOG" 2>&1 &
