@@ -143,14 +143,12 @@ async def _client(cid: int, url: str, until: dict[str, float], acked: dict[str, 
 
 
 def test_fifty_clients_through_a_server_kill_and_a_broker_stop(broker: StoppableBroker, tmp_path: Path) -> None:
-    # 30 s by default: 5 s before the server kill, 5 s more before the broker stop, 15 s on the spool, then
-    # 40 s after the broker is back (HIVESTREAM_FAULT_SECONDS=60 or more for a longer run)
-    run_s = float(os.environ.get("HIVESTREAM_FAULT_SECONDS", "30"))
+    run_s = float(os.environ.get("HIVESTREAM_FAULT_SECONDS", "60"))
     topics = Topics(unique_namespace("load"))
     spool = tmp_path / "spool"
     proc = IngestProc(broker.bootstrap, topics.namespace, spool, "--produce-timeout", "2")
     port = proc.port
-    wait_until(lambda: _health(proc)["broker"] == "up", 60, "the producer")
+    wait_until(lambda: _health(proc)["broker"] == "up", 120, "the producer")
     acked: dict[str, str] = {}
     tries: Counter[str] = Counter()
     events: list[str] = []
