@@ -363,7 +363,7 @@ def produce(
     replication_factor: ReplicationOpt = None,
     jobs: Annotated[int | None, typer.Option("--jobs", min=0, help="import processes beside the sender (same records, same order); "
                                              "0: import in this process; default: one per core for inputs of 4 MiB or more")] = None,
-    delivery_timeout_s: Annotated[float | None, typer.Option(
+    delivery_timeout: Annotated[str | None, typer.Option(
         "--delivery-timeout", help="seconds to wait, after the last send, for the cluster to acknowledge every record "
                                    "(Kafka's delivery.timeout.ms; default 120); then exit 2, keeping what was acknowledged")] = None,
 ) -> None:
@@ -376,10 +376,10 @@ def produce(
     from streams.ingest.hook_log import is_log_dir
     from streams.kafka.topics import Topics
     from streams.model.clock import wall_clock_ms
-    from streams.produce.producer import checked_delivery_timeout, produce_files
+    from streams.produce.producer import checked_delivery_timeout, parse_seconds, produce_files
 
-    try:
-        checked_delivery_timeout(delivery_timeout_s)
+    try:  # read here, not by typer: a value that is not a number is one line too, not a usage box
+        delivery_timeout_s = None if delivery_timeout is None else checked_delivery_timeout(parse_seconds(delivery_timeout))
     except ValueError as e:
         err.print(f"[red]error:[/] {escape(str(e))}", soft_wrap=True, highlight=False)
         raise typer.Exit(2) from None

@@ -323,7 +323,22 @@ ACK_TIMEOUT_S = 120.0
 otherwise, seconds: the Java producer's default ``delivery.timeout.ms`` (120,000 ms)."""
 
 MAX_DELIVERY_TIMEOUT_S = 86_400.0
-"""The largest acknowledgement bound taken, seconds (a day; Kafka's ``delivery.timeout.ms`` is an int of ms)."""
+"""The largest acknowledgement bound taken, seconds (a day)."""
+
+MIN_DELIVERY_TIMEOUT_S = 0.001
+"""The smallest acknowledgement bound taken, seconds (Kafka's ``delivery.timeout.ms`` counts whole milliseconds)."""
+
+
+def parse_seconds(text: str) -> float:
+    """A number of seconds as typed on a command line (``"15"``, ``"0.5"``, ``"1e3"``).
+
+    Raises:
+        ValueError: a text that is not a decimal number, in one line naming it.
+    """
+    try:
+        return float(text.strip())
+    except ValueError:
+        raise ValueError(f"the delivery timeout must be a number of seconds, not {text!r}") from None
 
 
 def checked_delivery_timeout(seconds: float | None) -> float:
@@ -333,16 +348,17 @@ def checked_delivery_timeout(seconds: float | None) -> float:
         seconds: the bound asked for, seconds (``produce --delivery-timeout``), or None.
 
     Returns:
-        The bound, seconds (0 < bound <= :data:`MAX_DELIVERY_TIMEOUT_S`).
+        The bound, seconds (:data:`MIN_DELIVERY_TIMEOUT_S` <= bound <= :data:`MAX_DELIVERY_TIMEOUT_S`).
 
     Raises:
-        ValueError: a bound that is not a finite number of seconds in (0, :data:`MAX_DELIVERY_TIMEOUT_S`]
-            (NaN and infinity included), with the value and the range in one line.
+        ValueError: a bound that is not a finite number of seconds in that range (NaN and infinity
+            included), with the value and the range in one line.
     """
     if seconds is None:
         return ACK_TIMEOUT_S
-    if not (math.isfinite(seconds) and 0 < seconds <= MAX_DELIVERY_TIMEOUT_S):
-        raise ValueError(f"the delivery timeout must be a number of seconds above 0 and at most {MAX_DELIVERY_TIMEOUT_S:g}, not {seconds!r}")
+    if not (math.isfinite(seconds) and MIN_DELIVERY_TIMEOUT_S <= seconds <= MAX_DELIVERY_TIMEOUT_S):
+        raise ValueError(f"the delivery timeout must be a number of seconds from {MIN_DELIVERY_TIMEOUT_S:g} to "
+                         f"{MAX_DELIVERY_TIMEOUT_S:g}, not {seconds!r}")
     return float(seconds)
 
 
