@@ -21,18 +21,28 @@ def kafka_bootstrap() -> Iterator[str]:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Refuse a test that asks for a broker without the marker that puts it in a broker session.
+    """Refuse a test that asks for a broker without the markers that put it in one broker session.
 
     ``make test`` (``tests/run_suite.sh``) runs ``-m cluster``, ``-m "kafka and not cluster"`` and
-    ``-m "not kafka"`` side by side: a test using ``kafka_bootstrap`` without ``kafka`` would start a
-    second broker in the CPU-bound session, one using the three-broker ``cluster`` without
-    ``cluster`` a second cluster.
+    ``-m "not kafka"`` side by side: a test using the ``kafka_bootstrap`` fixture without ``kafka``
+    would start a second broker in the CPU-bound session; one using the three-broker ``cluster``
+    fixture needs ``cluster`` and ``kafka`` both (``cluster`` alone is also selected by
+    ``not kafka``: two clusters at once). Fixtures are told from parameters of the same name by
+    the function that defines them. A test that starts a broker without these fixtures (its own
+    fixture calling :func:`tests.kafka_broker.kafka_broker`) is not seen here.
 
     Raises:
         pytest.UsageError: naming every such test.
     """
-    wrong = [f"{item.nodeid} (uses {fixture}, not marked {mark})" for item in items
-             for fixture, mark in (("kafka_bootstrap", "kafka"), ("cluster", "cluster"))
-             if fixture in getattr(item, "fixturenames", ()) and item.get_closest_marker(mark) is None]
+    wrong: list[str] = []
+    for item in items:
+        defs = getattr(getattr(item, "_fixtureinfo", None), "name2fixturedefs", {})
+        uses = {name for name in ("kafka_bootstrap", "cluster") if name in defs and defs[name][-1].func.__name__ == name}
+        need = {"kafka"} if "kafka_bootstrap" in uses else set()
+        if "cluster" in uses or item.get_closest_marker("cluster") is not None:
+            need |= {"kafka", "cluster"}
+        missing = sorted(m for m in need if item.get_closest_marker(m) is None)
+        if missing:
+            wrong.append(f"{item.nodeid} (not marked {', '.join(missing)})")
     if wrong:
-        raise pytest.UsageError("tests that need a broker without its marker: " + "; ".join(wrong))
+        raise pytest.UsageError("tests that need a broker without their markers: " + "; ".join(wrong))
