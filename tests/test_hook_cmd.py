@@ -149,3 +149,19 @@ def test_the_hook_start_imports_none_of_the_costly_modules(stand: Stand, tmp_pat
     assert r.returncode == 0 and r.stderr == "", r.stderr
     assert len(stand.seen) == 1 and stand.seen[0][0] == "/v1/hooks/claude-code"
     assert HEAVY_AT_START & set(json.loads(r.stdout.splitlines()[-1])) == set()
+
+
+@pytest.mark.parametrize("timeout", ["inf", "1e400", "nan", "0", "-1", "abc"])
+def test_a_timeout_that_cannot_work_is_the_default(timeout: str, stand: Stand, tmp_path: Path) -> None:
+    """``--timeout inf`` added an ``OverflowError`` line to the hook's one line; ``0`` made the socket
+    non-blocking. Such values are the default 2 s: a reachable server gets the payload and nothing is
+    printed; an unreachable one gets the usual single line, and the payload is spooled."""
+    env = {"HIVESTREAM_INGEST_URL": stand.url, "HIVESTREAM_SPOOL_DIR": str(tmp_path / "up")}
+    r = hook(["claude-code", "--timeout", timeout, "--flush-max", "nan"], env, json.dumps(PROMPT))
+    assert r.returncode == 0 and r.stdout == "" and r.stderr == "", r.stderr
+    assert len(stand.seen) == 1 and json.loads(stand.seen[0][2])["prompt"] == "hi"
+    down = {"HIVESTREAM_INGEST_URL": "http://127.0.0.1:1", "HIVESTREAM_SPOOL_DIR": str(tmp_path / "down")}
+    r = hook(["claude-code", "--timeout", timeout], down, json.dumps(PROMPT))
+    lines = r.stderr.splitlines()
+    assert r.returncode == 0 and r.stdout == "" and len(lines) == 1 and "not delivered" in lines[0], r.stderr
+    assert len(list((tmp_path / "down").iterdir())) == 1

@@ -205,23 +205,31 @@ def _detach() -> str:
     return "child"
 
 
+def _number(text: str | None, kind: type[float] | type[int], default: float, low: float, high: float) -> float:
+    """``text`` as a ``kind`` in [``low``, ``high``], else ``default`` (a hook never fails on its options:
+    ``--timeout inf`` or ``0`` would make every post fail, and ``nan`` compares with nothing)."""
+    try:
+        value = kind(text) if text else default
+    except (ValueError, OverflowError):
+        return default
+    return value if low <= value <= high else default  # NaN fails both comparisons
+
+
 def main(argv: list[str]) -> int:
     """Run ``hivestream hook`` with ``argv`` (the words after ``hook``); returns the exit code.
 
     ``RUNTIME [--url U] [--spool-dir D] [--timeout S] [--flush-max N] [--chain JSON] [--detach] [PAYLOAD]``:
     always 0 (``--detach``: the post and any spooling go on in a detached child after the payload
-    was read). ``flush [--url U] [--spool-dir D] [--timeout S]``: 0 when the spool is empty
+    was read). A ``--timeout`` outside 0.05..600 s or not a number is the default 2 s, a
+    ``--flush-max`` outside 0..10000 the default 20. ``flush [--url U] [--spool-dir D] [--timeout S]``: 0 when the spool is empty
     afterwards, 1 otherwise (a summary on stderr).
     """
     opts, rest = _options(argv)
     url = opts.get("url") or os.environ.get("HIVESTREAM_INGEST_URL") or DEFAULT_URL
     token = os.environ.get("HIVESTREAM_INGEST_TOKEN") or None
     spool = Path(opts["spool-dir"]) if opts.get("spool-dir") else default_spool_dir()
-    try:
-        timeout_s = float(opts.get("timeout") or 2.0)
-        flush_max = int(opts.get("flush-max") or 20)
-    except ValueError:
-        timeout_s, flush_max = 2.0, 20
+    timeout_s = _number(opts.get("timeout"), float, 2.0, 0.05, 600.0)
+    flush_max = int(_number(opts.get("flush-max"), int, 20, 0, 10_000))
     if not rest or rest[0] in {"-h", "--help"}:
         print("usage: hivestream hook RUNTIME|flush [--url U] [--spool-dir D] [--timeout S] [PAYLOAD]", file=sys.stderr)
         return 0
