@@ -69,6 +69,11 @@ class FrameEvent(NamedTuple):
     late: bool = False
 
 
+Decision = tuple[bool, str, int, bool]
+"""What the dedup core decided for one capture: ``(created, frame id, the frame's anchor (epoch ms), late)``
+(:class:`FrameEvent` without the capture; ``created`` False is a touch)."""
+
+
 def group_of_key(key: str) -> int:
     """The key group of a dedup key: the group of the 64-hex body hash it ends with.
 
@@ -180,64 +185,79 @@ class DedupCore:
 
     def process(self, c: Capture) -> FrameEvent:
         """Dedup one capture and return the frame event it produces (never raises on data)."""
-        st = self.state.get(c.key)
+        created, frame_id, anchor, late = self.decide(c.event_id, c.key, c.event_time_ms, c.partition, c.offset)
+        return FrameEvent("created" if created else "touched", frame_id, c, anchor, late)
+
+    def decide(self, event_id: str, key: str, t: int, partition: int, offset: int) -> Decision:
+        """Dedup one capture given by the fields the decision reads (:meth:`process` without the
+        :class:`Capture` and the :class:`FrameEvent`: ``hivestream run`` keeps the other fields in
+        columns, :mod:`hivestream.embedded.blocks`).
+
+        Args:
+            event_id, key: the capture's event id and dedup key.
+            t: its event time, epoch ms.
+            partition, offset: where it was read.
+
+        Returns:
+            :data:`Decision`. Never raises on data.
+        """
+        st = self.state.get(key)
         frames: list[list[Any]] = [] if st is None else st["f"]
         for f in frames:  # processed before (at-least-once re-delivery): the same answer, no change of state
-            if c.event_id in f[_ABSORBED]:
-                return self._again(c, f)
-        g = self.group_of(c.key)
-        t = c.event_time_ms
+            if event_id in f[_ABSORBED]:
+                return self._again(event_id, key, f)
+        g = self.group_of(key)
         prev = self.group_max.get(g)
         late = prev is not None and t < prev - self.allowed_lateness_ms
         gmax = t if prev is None or t > prev else prev
         self.group_max[g] = gmax
         wm = gmax - self.allowed_lateness_ms
         w = self.window_ms
-        out: FrameEvent | None = None
+        out: Decision | None = None
         frames = [list(f) for f in frames]
         for f in frames:
             if (f[_CLOSE] is None or f[_CLOSE] >= wm) and (w is None or abs(t - f[_ANCHOR]) <= w):
                 if len(f) <= _TIMES:  # an entry from before the late touches and times were kept
                     f[_LATE_TOUCHES:] = [f[_LATE_TOUCHES] if len(f) > _LATE_TOUCHES else [], [None] * len(f[_ABSORBED])]
-                f[_ABSORBED] = [*f[_ABSORBED], c.event_id]
+                f[_ABSORBED] = [*f[_ABSORBED], event_id]
                 f[_TIMES] = [*f[_TIMES], t]
                 if late:  # remembered, so a re-processed late touch is flagged late again
-                    f[_LATE_TOUCHES] = [*f[_LATE_TOUCHES], c.event_id]
-                out = FrameEvent("touched", f[_ID], c, f[_ANCHOR], late)
+                    f[_LATE_TOUCHES] = [*f[_LATE_TOUCHES], event_id]
+                out = (False, f[_ID], f[_ANCHOR], late)
                 break
         if out is None:
             close = None if w is None else max(t, wm) + w
-            frames.append([c.event_id, t, close, late, [c.event_id], [], [t]])
-            out = FrameEvent("created", c.event_id, c, t, late)
-        self.state[c.key] = {"f": frames, "g": gmax, "p": [c.partition, c.offset]}
+            frames.append([event_id, t, close, late, [event_id], [], [t]])
+            out = (True, event_id, t, late)
+        self.state[key] = {"f": frames, "g": gmax, "p": [partition, offset]}
         self._since_sweep += 1
         if self.sweep_every and self._since_sweep >= self.sweep_every:
             self.evict()
         return out
 
-    def _again(self, c: Capture, f: list[Any]) -> FrameEvent:
+    def _again(self, event_id: str, key: str, f: list[Any]) -> Decision:
         """The answer of a capture that frame ``f`` absorbed before; the watermark moves as the first time.
 
         The group's greatest event time takes the event time the absorbed capture had when it was
-        processed as new (kept in the frame), not ``c``'s: a no-op when the watermarks come from the
+        processed as new (kept in the frame), not the capture's own: a no-op when the watermarks come from the
         same point of the log as the state or later (they hold it already: an uninterrupted run, the
         embedded runner), and what keeps the next captures' watermark right when the state holds
         entries from later in the log than the watermarks (a changelog flush cut short,
-        :mod:`streams.frames.changelog`). ``c``'s own time may differ from it (a retried POST that
+        :mod:`streams.frames.changelog`). The capture's own time may differ from it (a retried POST that
         names its event id and no time gets a later receive time): a read-again capture moves no
         watermark past what its first reading did. An entry written before the times were kept
         moves nothing.
         """
-        i = f[_ABSORBED].index(c.event_id)
+        i = f[_ABSORBED].index(event_id)
         first = f[_TIMES][i] if len(f) > _TIMES else None
         if first is not None:
-            g = self.group_of(c.key)
+            g = self.group_of(key)
             prev = self.group_max.get(g)
             if prev is None or first > prev:
                 self.group_max[g] = first
-        created = f[_ID] == c.event_id
-        late = bool(f[_LATE]) if created else len(f) > _LATE_TOUCHES and c.event_id in f[_LATE_TOUCHES]
-        return FrameEvent("created" if created else "touched", f[_ID], c, f[_ANCHOR], late)
+        created = f[_ID] == event_id
+        late = bool(f[_LATE]) if created else len(f) > _LATE_TOUCHES and event_id in f[_LATE_TOUCHES]
+        return created, f[_ID], f[_ANCHOR], late
 
     def evict(self) -> int:
         """Drop closed frames that no re-processing can reach (garbage collection only).
