@@ -19,11 +19,11 @@ from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
+from hivestream.embedded.blocks import BatchColumns, ImportBlock, blocks_of, import_block
 from projections.frames.memory_calls import MemoryCallPass
 from projections.frames.sink import DuckSink
-from streams.frames.capture import Capture
-from streams.frames.capture_import import CaptureOptions, ImportTask, Outcome, file_tasks, hook_outcomes, import_task, outcomes, rejection
-from streams.frames.dedup import DedupCore, FrameEvent
+from streams.frames.capture_import import CaptureOptions, ImportTask, Outcome, file_tasks, hook_outcomes, outcomes, rejection
+from streams.frames.dedup import DedupCore
 from streams.importers.files import Item, detect_format, import_file, read_lines
 from streams.importers.ordered_pool import OrderedPool
 from streams.memory_calls import MemoryToolCall
@@ -143,11 +143,12 @@ class EmbeddedRunner:
         """Run a stream of importer items that came from ``origin`` (see :meth:`run_outcomes`)."""
         self.run_outcomes(origin, outcomes(items, self.options(), file_id_of(origin)))
 
-    def run_pooled(self, paths: Sequence[Path], pool: OrderedPool[tuple[int, ImportTask], tuple[int, list[Outcome]]], *,
+    def run_pooled(self, paths: Sequence[Path], pool: OrderedPool[tuple[int, ImportTask], tuple[int, ImportBlock]], *,
                    gateway: bool = False, on_file: Callable[[Path], None] | None = None) -> None:
-        """Run ``paths`` in order with the import done by ``pool``'s processes (``--jobs N``).
+        """Run ``paths`` in order with the import done by ``pool``'s processes (``--jobs N``, over
+        :func:`hivestream.embedded.blocks.import_block`).
 
-        The pool imports ahead while this process dedups and writes; outcomes come back in file
+        The pool imports ahead while this process dedups and writes; blocks come back in file
         order, so the result equals :meth:`run_file` on each path.
 
         Raises:
@@ -163,60 +164,85 @@ class EmbeddedRunner:
                     yield i, t
 
         for i, group in groupby(pool.map(tasks()), key=itemgetter(0)):
-            self.run_outcomes(origin_of(paths[i]), (o for _, outs in group for o in outs))
+            self.run_blocks(origin_of(paths[i]), (blk for _, blk in group))
             if on_file:
                 on_file(paths[i])
 
     def run_outcomes(self, origin: str, outs: Iterable[Outcome]) -> None:
         """Dedup and project the import outcomes of ``origin`` (:func:`streams.frames.capture_import.outcomes`,
         or :func:`hivestream.embedded.log_run.log_outcomes` for a serve log, whose ``"x"`` outcomes
-        carry a ready :class:`~streams.model.deadletter.DeadLetter`).
+        carry a ready :class:`~streams.model.deadletter.DeadLetter`), as :meth:`run_blocks` of their blocks.
+        """
+        self.run_blocks(origin, blocks_of(outs))
+
+    def run_blocks(self, origin: str, blocks: Iterable[ImportBlock]) -> None:
+        """Dedup and project the outcomes of ``origin`` held in ``blocks`` (:mod:`hivestream.embedded.blocks`).
 
         Outcomes at offsets below the stored position of ``origin`` are skipped; a batch is cut
-        only between offsets, so each offset's events commit together with the position.
+        only between offsets, so each offset's events commit together with the position. The
+        dedup core decides on each capture's event id, key, time and position
+        (:meth:`~streams.frames.dedup.DedupCore.decide`); the other fields stay in the block's columns.
         """
         self._wait()
         start = self.sink.position(origin)
-        events: list[FrameEvent] = []
+        batch = BatchColumns()
+        decisions = batch.decisions
         dls: list[DeadLetter] = []
         last_off = -1
         r = self.report
-        pending_calls = self.memory.pending
-        process, make = self.core.process, Capture._make
-        for off, kind, raw, payload, call in outs:
-            if off < start:
-                r.skipped += 1
-                continue
-            if off != last_off:
-                if len(events) + len(dls) >= self.settings.batch_size:
-                    self._flush(events, dls, origin, off)
-                    events, dls = [], []
-                    pending_calls = self.memory.pending
-                r.records += 1
-                last_off = off
-            if kind == "x":  # a dead letter made upstream (a serve log's dead-letter record): kept as it is
-                dls.append(payload)
-                r.dead_letters[str(payload.reason)] += 1
-                continue
-            if kind != "d":  # an event (a capture, a tool or lifecycle event, or one to_capture rejected)
-                r.events += 1
-                if call is not None:
-                    pending_calls.append(call)  # issue 12
-            if kind == "c":
-                events.append(process(payload if type(payload) is Capture else make(payload)))  # a plain tuple from a pool
-                r.captures += 1
-            elif kind == "n":
-                r.not_captures += 1
-            else:
-                assert raw is not None
-                err = rejection(payload)
-                dls.append(DeadLetter.of(err, raw, origin, 0, off, self.clock(), event_id=payload[2]))
-                r.dead_letters[str(err.reason)] += 1
+        memory = self.memory
+        decide, size = self.core.decide, self.settings.batch_size
+        for blk in blocks:
+            ids, keys, times, parts, others, calls = blk.ids, blk.keys, blk.times, blk.parts, blk.others, blk.calls
+            ci = oi = lo = 0
+            for i, (off, kind) in enumerate(zip(blk.offs, blk.kinds, strict=True)):
+                if off < start:
+                    r.skipped += 1
+                    if kind == "c":
+                        ci += 1
+                        lo = ci
+                    else:
+                        oi += 1
+                    continue
+                if off != last_off:
+                    if len(decisions) + len(dls) >= size:
+                        batch.add(blk, lo, ci)
+                        self._flush(batch, dls, origin, off)
+                        batch, dls, lo = BatchColumns(), [], ci
+                        decisions = batch.decisions
+                    r.records += 1
+                    last_off = off
+                if kind == "c":
+                    decisions.append(decide(ids[ci], keys[ci], times[ci], parts[ci], off))
+                    ci += 1
+                    r.events += 1
+                    r.captures += 1
+                    if calls and i in calls:
+                        memory.pending.append(calls[i])  # issue 12
+                    continue
+                raw, payload = others[oi]
+                oi += 1
+                if kind == "x":  # a dead letter made upstream (a serve log's dead-letter record): kept as it is
+                    dls.append(payload)
+                    r.dead_letters[str(payload.reason)] += 1
+                    continue
+                if kind != "d":  # a tool or lifecycle event, or one to_capture rejected
+                    r.events += 1
+                    if calls and i in calls:
+                        memory.pending.append(calls[i])  # issue 12
+                if kind == "n":
+                    r.not_captures += 1
+                else:
+                    assert raw is not None
+                    err = rejection(payload)
+                    dls.append(DeadLetter.of(err, raw, origin, 0, off, self.clock(), event_id=payload[2]))
+                    r.dead_letters[str(err.reason)] += 1
+            batch.add(blk, lo, ci)
         if last_off >= 0:
-            self._flush(events, dls, origin, last_off + 1)
+            self._flush(batch, dls, origin, last_off + 1)
         self._wait()
 
-    def _flush(self, events: list[FrameEvent], dls: list[DeadLetter], origin: str, next_off: int) -> None:
+    def _flush(self, batch: BatchColumns, dls: list[DeadLetter], origin: str, next_off: int) -> None:
         """Hand the batch to the writer thread and go on deduplicating the next one.
 
         The batch's state changes and memory tool calls are taken now, so the transaction holds
@@ -229,15 +255,15 @@ class EmbeddedRunner:
         changes = self.core.state.drain()
         calls, self.memory.pending = self.memory.pending, []
         self._wait()
-        self._pending = self._writer.submit(self._write, events, dls, {(origin, 0): next_off}, changes, calls, self.core.since_sweep)
+        self._pending = self._writer.submit(self._write, batch, dls, {(origin, 0): next_off}, changes, calls, self.core.since_sweep)
 
-    def _write(self, events: list[FrameEvent], dls: list[DeadLetter], positions: dict[tuple[str, int], int],
+    def _write(self, batch: BatchColumns, dls: list[DeadLetter], positions: dict[tuple[str, int], int],
                changes: tuple[dict[str, Any], list[str]], calls: list[MemoryToolCall], since_sweep: int) -> None:
-        frames, dups, _dead = self.sink.apply_batch(events, dls, positions, changes, calls, since_sweep)  # issue 12: the calls too
+        frames, dups, _dead = self.sink.apply_columns(batch.columns(), dls, positions, changes, calls, since_sweep)  # issue 12: the calls too
         self.memory.written += len(calls)
         self.report.frames_created += frames
         self.report.duplicates += dups
-        self.report.repeated += len(events) - frames - dups
+        self.report.repeated += len(batch.decisions) - frames - dups
 
     def _wait(self) -> None:
         """Wait until no batch is being written.
@@ -275,7 +301,7 @@ def run_files(
         raise ValueError("jobs must be >= 0")
     paths = list(paths)
     if jobs:
-        with OrderedPool(import_task, jobs) as pool:
+        with OrderedPool(import_block, jobs) as pool:
             runner = EmbeddedRunner(db, settings, clock, duckdb_threads=1)  # the import processes hold the other cores
             try:
                 runner.run_pooled(paths, pool, gateway=gateway, on_file=on_file)

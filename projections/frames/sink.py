@@ -230,9 +230,10 @@ class DuckSink:
 
         Args:
             captures: the batch's capture columns (:data:`projections.frames.rows.CAPTURE_COLUMNS`, as
-                :func:`projections.frames.rows.capture_columns` or
-                :func:`projections.frames.decode.decode_frame_records` make them), ``seq`` in
-                processing order.
+                :func:`projections.frames.rows.capture_columns`,
+                :func:`projections.frames.decode.decode_frame_records` or
+                :meth:`hivestream.embedded.blocks.BatchColumns.columns` make them: sequences of Python
+                values or Arrow arrays), ``seq`` in processing order.
             dead_letters: rejected records to record (idempotent on input/partition/offset).
             positions: (input, partition) → next offset to store with the rows.
             state_changes: (dedup keys set → frames list, keys deleted), stored with the rows.
@@ -249,7 +250,7 @@ class DuckSink:
             pyarrow.ArrowInvalid, pyarrow.ArrowTypeError: when a column value does not fit its
                 type (nothing is written).
         """
-        batch = pa.table({name: pa.array(captures[name], type=t) for name, t in CAPTURE_SCHEMA})
+        batch = pa.table({name: _column(captures[name], t) for name, t in CAPTURE_SCHEMA})
         dl = list(dead_letters)
         con = self.con
         con.execute("BEGIN TRANSACTION")
@@ -392,6 +393,17 @@ class DuckSink:
         con.execute(join)
         ((hits,),) = con.execute("SELECT count(*) FROM _hit").fetchall()
         return int(hits)
+
+
+def _column(values: Any, t: pa.DataType) -> pa.Array | pa.ChunkedArray:
+    """A capture column as Arrow of type ``t``: an Arrow array as it is (cast when its type differs), else ``pa.array``.
+
+    Raises:
+        pyarrow.ArrowInvalid, pyarrow.ArrowTypeError: when a value does not fit ``t``.
+    """
+    if isinstance(values, (pa.Array, pa.ChunkedArray)):
+        return values if values.type == t else values.cast(t)
+    return pa.array(values, type=t)
 
 
 def _held_rows(src: str, join: str) -> str:

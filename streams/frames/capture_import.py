@@ -6,7 +6,7 @@ notes its memory tool call (:func:`~streams.memory_calls.memory_call`); only the
 the sink need the runner's state. :func:`outcomes` does the stateless part and says what each
 item became, so the same function runs in the runner's process (``--jobs 0``) or in forked
 import processes (``--jobs N``, :class:`streams.importers.ordered_pool.OrderedPool` over
-:func:`file_tasks` / :func:`import_task`), and both give the runner the same sequence.
+:func:`file_tasks` / :func:`task_outcomes`), and both give the runner the same sequence.
 
 A hook-event JSONL file is cut into chunks of about :data:`CHUNK_BYTES` at line ends (each line
 stands alone); a session file (Claude Code transcript, Codex rollout: a turn spans lines) is one
@@ -148,22 +148,14 @@ def file_tasks(path: Path, fmt: str, gateway: bool, file_id: int, opts: CaptureO
         yield str(path), fmt, b"", 0, gateway, file_id, opts
 
 
-def import_task(job: tuple[int, ImportTask]) -> tuple[int, list[Outcome]]:
-    """Run one task (in an import process).
-
-    Args:
-        job: (the caller's tag, e.g. the file's place in the input list; the task).
-
-    Returns:
-        (the tag, the task's outcomes with the file's line offsets); a capture's payload is a
-        plain tuple of its fields (a tuple pickles in 0.5 µs, a named tuple or dataclass in 4 to
-        8 µs); the runner makes it a :class:`Capture` again.
+def task_outcomes(task: ImportTask) -> Iterator[Outcome]:
+    """The outcomes of one import task, in order (run in an import process by
+    :func:`hivestream.embedded.blocks.import_block`; the line offsets are the file's).
 
     Raises:
         OSError: when a session file cannot be read.
     """
-    tag, (path, fmt, data, first, gateway, file_id, opts) = job
-    outs = (hook_outcomes(split_lines(data), first, opts, file_id) if data is not None
-            else outcomes(import_file(Path(path), gateway=gateway, fmt=fmt)[1], opts, file_id))
-    return tag, [(o[0], "c", None, tuple(o[3]), o[4]) if o[1] == "c" and type(o[3]) is not tuple else o for o in outs]
-
+    path, fmt, data, first, gateway, file_id, opts = task
+    if data is not None:
+        return hook_outcomes(split_lines(data), first, opts, file_id)
+    return outcomes(import_file(Path(path), gateway=gateway, fmt=fmt)[1], opts, file_id)

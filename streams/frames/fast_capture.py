@@ -7,7 +7,7 @@ would give, from the event fields :func:`streams.model.plain_lines.plain_fields`
 adapters' own field functions, the fields :func:`streams.model.event_build.checked_fields`
 accepts; ``produce``'s path reads the line the same way), without building a
 :class:`~streams.model.events.HookEvent` or a :class:`~streams.frames.capture.Capture` (the import
-processes send the runner plain tuples; :func:`streams.frames.capture_import.import_task`). It is
+processes send the runner columns; :func:`hivestream.embedded.blocks.import_block`). It is
 the twin of ``produce``'s :func:`streams.produce.fast_records.line_record`, which covers the same
 lines and stops at the record instead of the capture.
 
