@@ -29,7 +29,7 @@
 #   HIVESTREAM_CLUSTER_PASSWORD  its password at first start (default: 32 random hex digits);
 #                                kept in <state>/client.properties (mode 600), never printed
 #   HIVESTREAM_CLUSTER_HEAP      JVM heap options per node (default: -Xms128m -Xmx384m)
-#   HIVESTREAM_KAFKA_JVM_OPTS    more JVM options for every node (default: none; the test suite
+#   HIVESTREAM_KAFKA_JVM_OPTS    more JVM options for every node, split at spaces as Kafka's KAFKA_OPTS (default: none; the test suite
 #                                uses -XX:TieredStopAtLevel=1, see tests/kafka_broker.py)
 #   HIVESTREAM_KAFKA_JARS        where the broker jars are (default: <this dir>/.cache/kafka-<version>)
 #   HIVESTREAM_CLUSTER_WAIT_TIMEOUT  seconds `start`/`wait`/`start-node` wait (default: 120)

@@ -9,7 +9,7 @@
 #   HIVESTREAM_KAFKA_PORT   broker port on 127.0.0.1; controller uses PORT+1  (default: 19092)
 #   HIVESTREAM_KAFKA_JARS   where the broker jars go  (default: <this dir>/.cache/kafka-<version>)
 #   HIVESTREAM_KAFKA_HEAP   JVM heap options  (default: -Xms128m -Xmx512m)
-#   HIVESTREAM_KAFKA_JVM_OPTS  more JVM options for the broker (default: none; the test suite
+#   HIVESTREAM_KAFKA_JVM_OPTS  more JVM options for the broker, split at spaces as Kafka's KAFKA_OPTS (default: none; the test suite
 #                           uses -XX:TieredStopAtLevel=1, see tests/kafka_broker.py)
 #   HIVESTREAM_KAFKA_WAIT_TIMEOUT   seconds `wait` polls before failing  (default: 90)
 #   HIVESTREAM_KAFKA_STOP_TIMEOUT   seconds `stop` waits before SIGKILL  (default: 30)

@@ -28,7 +28,7 @@ cmd_fetch() {
     mkdir -p "$(dirname "$JARS_DIR")"
     local lock_fd
     exec {lock_fd}>"$JARS_DIR.lock"
-    flock "$lock_fd"
+    flock -w 900 "$lock_fd" || die "another fetch of the Kafka jars has held $JARS_DIR.lock for 15 minutes"
     if jars_present; then
         exec {lock_fd}>&-
         log "jars present in $JARS_DIR (Kafka $KAFKA_VERSION)"
@@ -36,7 +36,6 @@ cmd_fetch() {
     fi
     log "fetching Kafka $KAFKA_VERSION jars from Maven Central into $JARS_DIR"
     local tmp
-    mkdir -p "$(dirname "$JARS_DIR")"
     tmp="$(mktemp -d "$JARS_DIR.tmp.XXXXXX")"
     if ! mvn -q -B -Dstyle.color=never -f "$POM" dependency:copy-dependencies \
             -DoutputDirectory="$tmp" >"$tmp.mvn.log" 2>&1; then
@@ -47,12 +46,8 @@ cmd_fetch() {
     rm -f "$tmp.mvn.log"
     ls "$tmp"/kafka_2.13-*.jar >/dev/null 2>&1 || { rm -rf "$tmp"; die "kafka_2.13 jar missing after fetch"; }
     touch "$tmp/.complete"
-    if jars_present; then          # another process finished first
-        rm -rf "$tmp"
-    else
-        rm -rf "$JARS_DIR"
-        mv "$tmp" "$JARS_DIR"
-    fi
+    rm -rf "$JARS_DIR"             # a fetch cut short before (no .complete): the lock keeps every other fetch out
+    mv "$tmp" "$JARS_DIR"
     exec {lock_fd}>&-
     log "fetched $(ls "$JARS_DIR"/*.jar | wc -l) jars"
 }
