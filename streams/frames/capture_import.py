@@ -96,7 +96,7 @@ def hook_outcomes(lines: Iterable[bytes], start: int, opts: CaptureOptions, file
     a capture it covers is a ``"c"`` outcome whose payload is the plain tuple of the capture's
     fields and no memory tool call; every other line takes the general path. The same outcomes
     as :func:`outcomes` over :func:`~streams.importers.files.import_hook_events`, but for that
-    payload's type (the runner makes a :class:`~streams.frames.capture.Capture` of a tuple).
+    payload's type (:func:`hivestream.embedded.blocks.to_block` reads either as the fields in order).
     """
     fast = fastpath.ENABLED
     strategy, limit = opts.strategy, opts.max_body_bytes
