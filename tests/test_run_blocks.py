@@ -162,7 +162,7 @@ def test_a_block_keeps_the_outcomes_in_order() -> None:
     outs = _outcomes(3, 200)
     blk = to_block(outs)
     assert blk.offs == [o[0] for o in outs] and blk.kinds == "".join(o[1] for o in outs)
-    assert blk.others == [(o[2], o[3]) for o in outs if o[1] != "c"]
+    assert blk.others == [(o[2], o[3], None) for o in outs if o[1] != "c"]
     assert blk.calls == {i: o[4] for i, o in enumerate(outs) if o[4] is not None}
     caps = [Capture._make(o[3]) for o in outs if o[1] == "c"]
     assert blk.ids == [c.event_id for c in caps] and blk.keys == [c.key for c in caps] and blk.coffs == [c.offset for c in caps]
@@ -170,3 +170,25 @@ def test_a_block_keeps_the_outcomes_in_order() -> None:
     assert blk.strings.column("parent").to_pylist() == [c.parent for c in caps]
     empty = to_block([])
     assert empty.kinds == "" and empty.strings.num_rows == 0
+
+
+def test_a_dead_letter_is_stamped_when_its_outcome_was_made(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A serve log's clock is the record's append time, set as each record's outcomes are made
+    (hivestream/embedded/log_run.py): a block read ahead must not stamp its dead letters with the
+    time of its last record."""
+    monkeypatch.setattr(blocks, "BLOCK_OUTCOMES", 64)
+    outs = _outcomes(8, 300)
+    now = {"t": 0}
+
+    def stamped() -> Any:
+        for o in outs:
+            now["t"] = T0 + 1000 * o[0]
+            yield o
+
+    runner = EmbeddedRunner(tmp_path / "clock.duckdb", Settings(batch_size=50), clock=lambda: now["t"])
+    try:
+        runner.run_outcomes(ORIGIN, stamped())
+        rows = runner.sink.con.execute("SELECT src_offset, time_ms FROM dead_letters").fetchall()
+    finally:
+        runner.close()
+    assert len(rows) > 10 and all(t == T0 + 1000 * off for off, t in rows), rows[:5]

@@ -3,12 +3,12 @@
 The dedup core reads five fields of a capture (event id, key, event time, partition, offset); the
 other eight (body hash, content, provenance) only go to the DuckDB sink. An
 :class:`ImportBlock` holds a run of import outcomes (:data:`streams.frames.capture_import.Outcome`)
-with the captures' decision fields as Python lists and the rest as one Arrow record batch of
+with the captures' decision fields as Python lists and the rest as one Arrow table of
 strings, built where the outcomes were made: in an import process (``--jobs N``,
 :func:`import_block`) the strings cross the pipe as Arrow buffers instead of one pickled tuple per
 capture, and the runner's process neither makes a :class:`~streams.frames.capture.Capture` nor a
 :class:`~streams.frames.dedup.FrameEvent` nor transposes rows into columns. A batch's columns
-(:class:`BatchColumns`) are slices of its blocks' record batches beside the core's decisions.
+(:class:`BatchColumns`) are slices of its blocks' tables beside the core's decisions.
 
 Order and contents are those of the outcomes: the same sequence of dedup decisions as
 :meth:`streams.frames.dedup.DedupCore.process` over the same captures, the same rows
@@ -28,6 +28,7 @@ from projections.frames.rows import CAPTURE_COLUMNS
 from streams.frames.capture_import import ImportTask, Outcome, task_outcomes
 from streams.frames.dedup import Decision
 from streams.memory_calls import MemoryToolCall
+from streams.model.clock import Clock
 
 STRING_COLUMNS = ("body_hash", "content", "source", "session", "event_type", "parent", "project", "importance")
 """The capture fields a block keeps as Arrow strings (:class:`~streams.frames.capture.Capture` fields 2 to 9)."""
@@ -42,35 +43,43 @@ class ImportBlock(NamedTuple):
     Attributes:
         offs: every outcome's line (or log) offset.
         kinds: every outcome's kind, one character each (``"c"``, ``"n"``, ``"e"``, ``"d"``, ``"x"``).
-        others: ``(original line or None, payload)`` of each outcome that is not a capture, in order.
+        others: ``(original line or None, payload, clock reading or None)`` of each outcome that is
+            not a capture, in order; the clock is read right after a rejected outcome (``"e"``,
+            ``"d"``) was made, when :func:`to_block` was given one (a serve log's
+            :class:`~hivestream.embedded.log_run.RecordClock`: the record's append time).
         calls: outcome index → its memory tool call (the few outcomes that have one).
         ids, keys, times, parts, coffs: per capture, in order: event id, dedup key, event time
             (epoch ms), partition, offset.
         strings: per capture, the :data:`STRING_COLUMNS` (Arrow ``string``, nulls for absent
-            parent / project).
+            parent / project; a table, so a column past Arrow's 2 GiB per array is chunked).
     """
 
     offs: list[int]
     kinds: str
-    others: list[tuple[bytes | None, Any]]
+    others: list[tuple[bytes | None, Any, int | None]]
     calls: dict[int, MemoryToolCall]
     ids: list[str]
     keys: list[str]
     times: list[int]
     parts: list[int]
     coffs: list[int]
-    strings: pa.RecordBatch
+    strings: pa.Table
 
 
-def to_block(outs: Iterable[Outcome]) -> ImportBlock:
+def to_block(outs: Iterable[Outcome], clock: Clock | None = None) -> ImportBlock:
     """The block of ``outs`` (a capture's payload a :class:`~streams.frames.capture.Capture` or the plain tuple of its fields).
+
+    Args:
+        outs: the outcomes, read one at a time.
+        clock: read after each rejected outcome is made (see :attr:`ImportBlock.others`); ``None``:
+            the runner reads its own clock when it records the dead letter.
 
     Raises:
         pyarrow.ArrowInvalid, pyarrow.ArrowTypeError: when a capture's string field is not a string (a bug upstream).
     """
     offs: list[int] = []
     kinds: list[str] = []
-    others: list[tuple[bytes | None, Any]] = []
+    others: list[tuple[bytes | None, Any, int | None]] = []
     calls: dict[int, MemoryToolCall] = {}
     caps: list[tuple[Any, ...]] = []
     for i, (off, kind, raw, payload, call) in enumerate(outs):
@@ -81,22 +90,23 @@ def to_block(outs: Iterable[Outcome]) -> ImportBlock:
         if kind == "c":
             caps.append(payload)
         else:
-            others.append((raw, payload))
+            others.append((raw, payload, clock() if clock is not None and (kind == "e" or kind == "d") else None))
     cols: list[tuple[Any, ...]] = list(zip(*caps, strict=True)) if caps else [() for _ in range(13)]
-    strings = pa.record_batch([pa.array(cols[j], type=pa.string()) for j in range(2, 10)], names=list(STRING_COLUMNS))
+    strings = pa.table({name: pa.array(cols[j], type=pa.string()) for name, j in zip(STRING_COLUMNS, range(2, 10), strict=True)})
     return ImportBlock(offs, "".join(kinds), others, calls, list(cols[0]), list(cols[1]), list(cols[10]), list(cols[11]),
                        list(cols[12]), strings)
 
 
-def blocks_of(outs: Iterable[Outcome], size: int | None = None) -> Iterator[ImportBlock]:
-    """``outs`` as blocks of at most ``size`` (default :data:`BLOCK_OUTCOMES`) outcomes, in order (at least one outcome each)."""
+def blocks_of(outs: Iterable[Outcome], size: int | None = None, clock: Clock | None = None) -> Iterator[ImportBlock]:
+    """``outs`` as blocks of at most ``size`` (default :data:`BLOCK_OUTCOMES`) outcomes, in order (at
+    least one outcome each); ``clock`` as :func:`to_block` takes it."""
     size = size or BLOCK_OUTCOMES
     it = iter(outs)
     while True:
-        part = list(islice(it, size))
-        if not part:
+        block = to_block(islice(it, size), clock)
+        if not block.offs:
             return
-        yield to_block(part)
+        yield block
 
 
 def import_block(job: tuple[int, ImportTask]) -> tuple[int, ImportBlock]:
@@ -146,7 +156,7 @@ class BatchColumns:
             return list(chain.from_iterable(getattr(b, field)[lo:hi] for b, lo, hi in segs))
 
         created, frame_ids, frame_times, lates = zip(*self.decisions, strict=True)
-        strings = pa.Table.from_batches([b.strings.slice(lo, hi - lo) for b, lo, hi in segs])
+        strings = pa.concat_tables([b.strings.slice(lo, hi - lo) for b, lo, hi in segs])
         cols: dict[str, Any] = {name: strings.column(name) for name in STRING_COLUMNS}
         cols.update({
             "event_id": cat("ids"), "frame_id": frame_ids, "is_duplicate": [not c for c in created], "dedup_key": cat("keys"),

@@ -173,7 +173,7 @@ class EmbeddedRunner:
         or :func:`hivestream.embedded.log_run.log_outcomes` for a serve log, whose ``"x"`` outcomes
         carry a ready :class:`~streams.model.deadletter.DeadLetter`), as :meth:`run_blocks` of their blocks.
         """
-        self.run_blocks(origin, blocks_of(outs))
+        self.run_blocks(origin, blocks_of(outs, clock=self.clock))
 
     def run_blocks(self, origin: str, blocks: Iterable[ImportBlock]) -> None:
         """Dedup and project the outcomes of ``origin`` held in ``blocks`` (:mod:`hivestream.embedded.blocks`).
@@ -220,7 +220,7 @@ class EmbeddedRunner:
                     if calls and i in calls:
                         memory.pending.append(calls[i])  # issue 12
                     continue
-                raw, payload = others[oi]
+                raw, payload, read_at = others[oi]
                 oi += 1
                 if kind == "x":  # a dead letter made upstream (a serve log's dead-letter record): kept as it is
                     dls.append(payload)
@@ -235,7 +235,7 @@ class EmbeddedRunner:
                 else:
                     assert raw is not None
                     err = rejection(payload)
-                    dls.append(DeadLetter.of(err, raw, origin, 0, off, self.clock(), event_id=payload[2]))
+                    dls.append(DeadLetter.of(err, raw, origin, 0, off, self.clock() if read_at is None else read_at, event_id=payload[2]))
                     r.dead_letters[str(err.reason)] += 1
             batch.add(blk, lo, ci)
         if last_off >= 0:
