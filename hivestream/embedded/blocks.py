@@ -25,13 +25,15 @@ import numpy as np
 import pyarrow as pa
 
 from projections.frames.rows import CAPTURE_COLUMNS
+from streams.frames.capture import Capture
 from streams.frames.capture_import import ImportTask, Outcome, task_outcomes
 from streams.frames.dedup import Decision
 from streams.memory_calls import MemoryToolCall
 from streams.model.clock import Clock
 
-STRING_COLUMNS = ("body_hash", "content", "source", "session", "event_type", "parent", "project", "importance")
-"""The capture fields a block keeps as Arrow strings (:class:`~streams.frames.capture.Capture` fields 2 to 9)."""
+STRING_COLUMNS = Capture._fields[2:10]
+"""The capture fields a block keeps as Arrow strings (body hash, content, source, session, event type, parent, project,
+importance: named as the sink's capture columns)."""
 
 BLOCK_OUTCOMES = 4096
 """Outcomes per block when the runner's own process imports (``--jobs 0``, a serve log)."""
@@ -91,10 +93,10 @@ def to_block(outs: Iterable[Outcome], clock: Clock | None = None) -> ImportBlock
             caps.append(payload)
         else:
             others.append((raw, payload, clock() if clock is not None and (kind == "e" or kind == "d") else None))
-    cols: list[tuple[Any, ...]] = list(zip(*caps, strict=True)) if caps else [() for _ in range(13)]
-    strings = pa.table({name: pa.array(cols[j], type=pa.string()) for name, j in zip(STRING_COLUMNS, range(2, 10), strict=True)})
-    return ImportBlock(offs, "".join(kinds), others, calls, list(cols[0]), list(cols[1]), list(cols[10]), list(cols[11]),
-                       list(cols[12]), strings)
+    cols = dict(zip(Capture._fields, zip(*caps, strict=True) if caps else [() for _ in Capture._fields], strict=True))
+    strings = pa.table({name: pa.array(cols[name], type=pa.string()) for name in STRING_COLUMNS})
+    return ImportBlock(offs, "".join(kinds), others, calls, list(cols["event_id"]), list(cols["key"]), list(cols["event_time_ms"]),
+                       list(cols["partition"]), list(cols["offset"]), strings)
 
 
 def blocks_of(outs: Iterable[Outcome], size: int | None = None, clock: Clock | None = None) -> Iterator[ImportBlock]:
