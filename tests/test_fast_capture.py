@@ -56,6 +56,46 @@ def test_line_capture_equals_the_general_path(payload: dict[str, Any], opts: Cap
         assert Capture._make(cap).offset == off
 
 
+NEIGHBOUR_KEYS = st.lists(st.sampled_from([
+    ("type", None), ("type", "message"), ("type", "agent-turn-complete"), ("type", "kb-search"), ("type", 3),
+    ("event", "Stop"), ("event", "message:sent"), ("event", None), ("event", 1), ("hook", "agent_end"), ("hook", "other"),
+    ("hivestream_source", "codex"), ("hivestream_source", "claude-code"), ("hivestream_source", "openclaw"), ("hivestream_source", "x"),
+    ("schema_version", 1), ("schema_version", 2), ("event_time_ms", None), ("event_time_ms", 5), ("event_time_ms", "x"), ("event_time_ms", -1),
+    ("time", "2026-01-01T00:00:00Z"), ("time", "x"), ("sessionId", "s"), ("sessionId", ""), ("sessionId", 4), ("channelId", "c"),
+    ("hook_event_name", None), ("hook_event_name", "Stop"), ("hook_event_name", "Notification"), ("content", "[hm src:x] b"), ("content", 5),
+    ("agent_id", None), ("agent_id", ""), ("agent_id", "a b"), ("agent_id", 2), ("cwd", None), ("cwd", "/x/y z/"), ("cwd", 1),
+    ("turn_id", None), ("turn_id", 0), ("transcript_path", "/h/.codex/s.jsonl"), ("transcript_path", 7), ("sessionKey", "top"),
+    ("context", {"channelId": "", "content": "b", "sessionKey": "k"}), ("context", {"channelId": 5, "content": "b"}),
+    ("context", {"content": "b", "sessionId": "q"}), ("context", {"channelId": "c", "content": "b", "messageId": 9}), ("context", []),
+]), max_size=2).map(dict)
+"""Up to two keys that move a payload to another runtime, time field, session or shape."""
+
+
+WORD = st.text("abcXYZ09-_.:/é", min_size=1, max_size=10)
+PLAIN_TIME = st.one_of(st.integers(0, 253402300799999), st.sampled_from(["2026-09-21T14:13:32.577Z", "2026-09-21T14:13:32+02:00"]))
+PLAIN = st.one_of(
+    st.fixed_dictionaries({"session_id": WORD, "hook_event_name": st.sampled_from(["UserPromptSubmit", "Stop", "SubagentStop"]),
+                           "prompt": WORD, "last_assistant_message": WORD, "ts": PLAIN_TIME},
+                          optional={"agent_id": WORD, "cwd": WORD, "turn_id": WORD, "tool_use_id": WORD}),
+    st.fixed_dictionaries({"type": st.just("message"), "action": st.sampled_from(["received", "sent"]), "timestamp": PLAIN_TIME,
+                           "context": st.fixed_dictionaries({"channelId": WORD, "content": WORD}, optional={"messageId": WORD})}),
+)
+"""Payloads the fast path answers for (so that the keys added beside them are what is tested)."""
+
+
+@settings(max_examples=800, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(PLAIN, NEIGHBOUR_KEYS, st.sampled_from(OPTIONS[:2]))
+def test_line_capture_equals_the_general_path_next_to_other_shapes(payload: dict[str, Any], extra: dict[str, Any], opts: CaptureOptions) -> None:
+    """A covered payload with keys of other runtimes, time fields or sessions beside (or instead of) its own:
+    whenever the fast path still answers, it is the general path's capture."""
+    for p in (payload, {**payload, **extra}):
+        line = json.dumps(p).encode("utf-8", "surrogatepass")
+        cap = line_capture(line, opts.strategy, opts.max_body_bytes, 7, 3)
+        assert cap is not None or p is not payload, "a plain payload takes the fast path"
+        if cap is not None:
+            assert ("c", cap, None) == general(line, opts, 3)
+
+
 def normalised(outs: Any) -> list[Any]:
     """Outcomes with a capture payload as the plain tuple of its fields."""
     return [(o[0], o[1], o[2], tuple(o[3]), o[4]) if o[1] == "c" else o for o in outs]

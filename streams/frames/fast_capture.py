@@ -1,35 +1,59 @@
 """``run``'s fast path for a hook-event line: native payload bytes → the fields of its :class:`~streams.frames.capture.Capture`.
 
-The usual lines of a hook-event log are Claude Code / Codex hook payloads and OpenClaw
-``message:*`` events carrying turn text. For those, :func:`line_capture` computes the capture that
+The usual lines of a hook-event log are Claude Code / Codex hook payloads (``UserPromptSubmit``,
+``Stop``, ``SubagentStop``) and OpenClaw ``message:received`` / ``message:sent`` events carrying turn
+text. For those, :func:`line_capture` computes the capture that
 :func:`streams.model.decode.decode_hook_record` followed by :func:`streams.frames.capture.to_capture`
-would give, from the event fields :func:`streams.model.plain_lines.plain_fields` reads (the
-adapters' own field functions, the fields :func:`streams.model.event_build.checked_fields`
-accepts; ``produce``'s path reads the line the same way), without building a
-:class:`~streams.model.events.HookEvent` or a :class:`~streams.frames.capture.Capture` (the import
-processes send the runner columns; :func:`hivestream.embedded.blocks.import_block`). It is
-the twin of ``produce``'s :func:`streams.produce.fast_records.line_record`, which covers the same
-lines and stops at the record instead of the capture.
+would give, in one pass over the parsed payload: it reads only the fields the capture keeps, in
+the adapters' order and with their rules (:func:`~streams.model.adapters.detect_runtime`,
+:func:`~streams.model.adapters.payload_time_ms`,
+:func:`~streams.model.adapters.openclaw.openclaw_fields`,
+:func:`~streams.model.adapters.claude_code.backend_hook_fields`, the event id of
+:func:`~streams.model.events.stable_id`), and it builds no event dict, no
+:class:`~streams.model.events.HookEvent` and no :class:`~streams.frames.capture.Capture` (the import
+processes send the runner columns; :func:`hivestream.embedded.blocks.import_block`). Each field it
+keeps is one the fast event construction (:func:`streams.model.event_build.checked_fields`) would
+take unchanged: exact ``str`` values from orjson, an event time :func:`payload_time_ms` accepted,
+prefix tokens :func:`~streams.model.event_build.tokens_safe` passes. ``produce``'s twin,
+:func:`streams.produce.fast_records.line_record`, stops at the record and reads the whole event
+dict (:func:`streams.model.plain_lines.plain_fields`), as the record carries every field.
 
-Whatever is not plainly such a line (a serialised event, a KnowHub line, a line orjson would read
-differently, a rejected event, a tool event (a possible memory tool call), an event without turn
-text, an empty body, a body over :data:`streams.model.plain_lines.PLAIN_BODY_MAX` or the configured limit) gives ``None``,
-and the caller takes the general path, which also makes every dead letter.
-``tests/test_fast_capture.py`` compares both paths outcome for outcome.
+Whatever is not plainly such a line gives ``None`` and the caller takes the general path, which
+also makes every dead letter: a serialised event, a KnowHub or plugin line, a payload with a
+runtime hint, an ``event`` name or a ``type`` beside a hook name, a line orjson would read
+differently, any field of another type than the usual one or that the general path rejects, a
+session found anywhere but ``context.channelId``, prefix tokens that need rewriting, a tool event
+(a possible memory tool call), an event without turn text, an empty body, a body over
+:data:`streams.model.plain_lines.PLAIN_BODY_MAX` or the configured limit.
+``tests/test_fast_capture.py`` compares both paths outcome for outcome, on odd payloads of every
+shape covered and on the generated backlog.
 """
 
 from __future__ import annotations
 
 import hashlib
+from typing import Any
 
-from streams.memory_calls import TOOL_CALL_EVENTS
+from streams.model.adapters import payload_time_ms
+from streams.model.adapters.claude_code import _BODY_FIELD
 from streams.model.body_hash import KeyStrategy, dedup_key
-from streams.model.events import CAPTURE_TYPES, _event_prefix
-from streams.model.plain_lines import PLAIN_BODY_MAX, plain_fields, trimmed_body
+from streams.model.deadletter import RejectedInput
+from streams.model.decode import _orjson_object
+from streams.model.event_build import tokens_safe
+from streams.model.events import PROMPT, STOP, SUBAGENT_STOP, _event_prefix, stable_id
+from streams.model.plain_lines import _SERIALISED, PLAIN_BODY_MAX, trimmed_body
 from streams.model.prefix import DEFAULT_SCOPE
 
 CaptureFields = tuple[str, str, str, str, str, str, str, str | None, str | None, str, int, int, int]
 """The values of a :class:`~streams.frames.capture.Capture` in its field order (``Capture._make`` of them is the capture)."""
+
+_OPENCLAW_TYPES = {"received": PROMPT, "sent": STOP}
+"""OpenClaw's message actions and their event types (:mod:`streams.model.adapters.openclaw`)."""
+_BACKEND_TYPES = {"UserPromptSubmit": PROMPT, "Stop": STOP, "SubagentStop": SUBAGENT_STOP}
+"""The backend hook events that carry turn text and are captured, and their event types
+(:mod:`streams.model.adapters.claude_code`; none is a memory tool call event)."""
+_NORMAL = "normal"
+"""The importance an adapted native event gets (:class:`~streams.model.events.HookEvent`'s default)."""
 
 
 def line_capture(line: bytes, strategy: KeyStrategy, max_body_bytes: int, partition: int, offset: int) -> CaptureFields | None:
@@ -45,22 +69,86 @@ def line_capture(line: bytes, strategy: KeyStrategy, max_body_bytes: int, partit
     Returns:
         Exactly ``tuple(to_capture(decode_hook_record(line), strategy=…, max_body_bytes=…,
         partition=partition, offset=offset))`` when that is a capture with no memory tool call, or None.
+        Never raises: what the general path would reject gives None.
     """
-    d = plain_fields(line)
-    if d is None or d["content"] is not None or d["event_type"] not in CAPTURE_TYPES or d["native_event"] in TOOL_CALL_EVENTS:
-        return None  # pydantic's call, verbatim content (the general strip), or no capture
-    body = d["body"]
-    if body is None:
+    if line.startswith(_SERIALISED):
         return None
+    obj = _orjson_object(line)
+    if obj is None or "schema_version" in obj or "hivestream_source" in obj or "hook" in obj:
+        return None  # validated, hinted or plugin payloads: the general path
+    try:
+        t = payload_time_ms(obj, None)
+        kind = obj.get("type")
+        if kind == "message" and "event" not in obj:
+            ev = _openclaw(obj, t)
+        elif kind is None and "event" not in obj:
+            ev = _backend(obj, t)
+        else:
+            return None
+    except (RejectedInput, TypeError, ValueError):
+        return None  # the general path rejects it with its own reason and text
+    if ev is None:
+        return None
+    event_id, source, session, event_type, parent, project, body = ev
+    if not tokens_safe(source, session, parent, project, event_type):
+        return None  # the general path rewrites the tokens
     stripped, encoded = trimmed_body(body)
     if not stripped or len(encoded) > PLAIN_BODY_MAX or len(encoded) > max_body_bytes:
         return None  # the general path rejects it (empty, too large) or measures its JSON
-    source, session, event_type, parent, project = d["source"], d["session"], d["event_type"], d["parent"], d["project"]
     try:
         content = _event_prefix(source, session or DEFAULT_SCOPE, parent, event_type, project) + body
     except ValueError:
         return None
     h = hashlib.sha256(encoded).hexdigest()
-    return (d["event_id"], dedup_key(h, event_type, strategy), h, content, source, session, event_type, parent, project,
-            d["importance"], d["event_time_ms"], partition, offset)
+    return (event_id, dedup_key(h, event_type, strategy), h, content, source, session, event_type, parent, project,
+            _NORMAL, t, partition, offset)
 
+
+_Event = tuple[str, str, str, str, str | None, str | None, str]
+"""``(event_id, source, session, event_type, parent, project, body)`` of a plain capture event."""
+
+
+def _openclaw(obj: dict[str, Any], t: int) -> _Event | None:
+    """:func:`~streams.model.adapters.openclaw.openclaw_fields`' capture fields of an OpenClaw
+    ``message`` event whose session is a non-empty ``context.channelId`` string and whose
+    ``context.content`` is a string, else None (the general path).
+
+    Raises:
+        ValueError: from :func:`~streams.model.events.stable_id` (not for parsed JSON).
+    """
+    action = obj.get("action")
+    if type(action) is not str or action not in _OPENCLAW_TYPES:
+        return None
+    ctx = obj.get("context")
+    if type(ctx) is not dict:
+        return None
+    sid, content, mid = ctx.get("channelId"), ctx.get("content"), ctx.get("messageId")
+    if type(sid) is not str or not sid or type(content) is not str or not (mid is None or type(mid) is str):
+        return None
+    return (stable_id("openclaw", sid, action, t, mid or "", content), "openclaw", "openclaw-gateway:" + sid,
+            _OPENCLAW_TYPES[action], None, None, content)
+
+
+def _backend(obj: dict[str, Any], t: int) -> _Event | None:
+    """:func:`~streams.model.adapters.claude_code.backend_hook_fields`' capture fields of a Claude
+    Code / Codex ``UserPromptSubmit``, ``Stop`` or ``SubagentStop`` payload with string text, a
+    non-empty string ``session_id`` and a string or null ``agent_id`` / ``cwd``, else None. The
+    runtime is :func:`~streams.model.adapters.detect_runtime`'s (``codex`` for a ``turn_id`` or a
+    Codex transcript path).
+
+    Raises:
+        ValueError: from :func:`~streams.model.events.stable_id` (not for parsed JSON).
+    """
+    name = obj.get("hook_event_name")
+    if type(name) is not str or name not in _BACKEND_TYPES:
+        return None
+    sid, agent, body, cwd = obj.get("session_id"), obj.get("agent_id"), obj.get(_BODY_FIELD[name]), obj.get("cwd")
+    if (type(sid) is not str or not sid or type(body) is not str or not (agent is None or type(agent) is str)
+            or not (cwd is None or type(cwd) is str)):
+        return None
+    tp = obj.get("transcript_path")
+    source = "codex" if "turn_id" in obj or (type(tp) is str and "/.codex/" in tp) else "claude-code"
+    native_id = obj.get("tool_use_id") or obj.get("turn_id") or ""
+    session, parent = (f"{sid}:{agent}", sid) if agent else (sid, None)
+    project = cwd.rstrip("/").rsplit("/", 1)[-1] if cwd and cwd.strip("/") else None
+    return stable_id(source, sid, agent, name, t, native_id, body), source, session, _BACKEND_TYPES[name], parent, project, body

@@ -119,15 +119,23 @@ def checked_fields(fields: EventFields) -> dict[str, Any] | None:
             if type(k) is not str:
                 return None
         d["raw"] = dict(raw)  # validation of dict[str, Any] gives a new dict (the values are kept)
-    tokens = (src, session, parent, project, etype)
+    if not tokens_safe(src, session, parent, project, etype):
+        safe_tokens(d)
+    return d
+
+
+def tokens_safe(source: str, session: str, parent: str | None, project: str | None, event_type: str) -> bool:
+    """Whether :func:`streams.model.events.safe_tokens` leaves these prefix tokens as they are
+    (no whitespace or ``]`` in any), memoised (a session's events share them; the memo is cleared
+    at :data:`_SAFE_CACHE` entries). Pure."""
+    tokens = (source, session, parent, project, event_type)
     safe = _safe.get(tokens)
     if safe is None:
-        probe = dict(d)
+        probe: dict[str, Any] = {"source": source, "session": session, "parent": parent, "project": project, "event_type": event_type}
+        before = dict(probe)
         safe_tokens(probe)
-        safe = probe == d
+        safe = probe == before
         if len(_safe) >= _SAFE_CACHE:
             _safe.clear()
         _safe[tokens] = safe
-    if not safe:
-        safe_tokens(d)
-    return d
+    return safe
