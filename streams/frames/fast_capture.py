@@ -38,10 +38,10 @@ from streams.model.adapters import payload_time_ms
 from streams.model.adapters.claude_code import _BODY_FIELD
 from streams.model.body_hash import KeyStrategy, dedup_key
 from streams.model.deadletter import RejectedInput
-from streams.model.decode import _orjson_object
+from streams.model.decode import _SERIALISED, _orjson_object
 from streams.model.event_build import tokens_safe
 from streams.model.events import PROMPT, STOP, SUBAGENT_STOP, _event_prefix, stable_id
-from streams.model.plain_lines import _SERIALISED, PLAIN_BODY_MAX, trimmed_body
+from streams.model.plain_lines import PLAIN_BODY_MAX, trimmed_body
 from streams.model.prefix import DEFAULT_SCOPE
 
 CaptureFields = tuple[str, str, str, str, str, str, str, str | None, str | None, str, int, int, int]

@@ -7,8 +7,9 @@ would get, from the adapters' own field functions
 :func:`~streams.model.adapters.claude_code.backend_hook_fields`) and the fields
 :func:`streams.model.event_build.checked_fields` accepts, without building the event; anything
 else gives None (the caller takes the general path: :func:`streams.model.decode.decode_hook_record`).
-Used by :func:`streams.produce.fast_records.line_record` (the record) and
-:func:`streams.frames.fast_capture.line_capture` (the capture); each adds its own conditions.
+Used by :func:`streams.produce.fast_records.line_record` (the record carries every field);
+``run``'s :func:`streams.frames.fast_capture.line_capture` reads only the capture's fields itself and
+shares :data:`PLAIN_BODY_MAX` and :func:`trimmed_body` with it.
 """
 
 from __future__ import annotations
@@ -19,11 +20,10 @@ from streams.model.adapters import detect_runtime, payload_time_ms
 from streams.model.adapters.claude_code import backend_hook_fields
 from streams.model.adapters.openclaw import openclaw_fields
 from streams.model.deadletter import RejectedInput
-from streams.model.decode import _orjson_object
+from streams.model.decode import _SERIALISED, _orjson_object
 from streams.model.event_build import EventFields, checked_fields
 from streams.model.jsstring import js_trim, to_js_utf16
 
-_SERIALISED = b'{"schema_version":1,'
 PLAIN_BODY_MAX = 100_000
 """The largest trimmed body (UTF-8 bytes) a line fast path takes: below both the body limit's default and
 :func:`streams.frames.capture.capture_body_hash`'s JSON-size check, which only the general path makes."""
