@@ -96,6 +96,25 @@ def test_line_capture_equals_the_general_path_next_to_other_shapes(payload: dict
             assert ("c", cap, None) == general(line, opts, 3)
 
 
+@pytest.mark.parametrize("depth", [1, 63, 64, 65, 200, 985, 990, 995, 1020])
+def test_an_id_part_nested_past_the_limit_is_a_dead_letter(depth: int) -> None:
+    """A ``tool_use_id`` nested ``depth`` levels (orjson reads 1,024): up to 64 levels a capture on both
+    paths, deeper a ``wrong_shape`` dead letter and no fast answer, whatever the caller's stack depth
+    (found by the breaker at stop 37: the id's ``json.dumps`` raised RecursionError near Python's limit,
+    or not, with the stack; the import then stopped)."""
+    line = (b'{"session_id":"s","hook_event_name":"Stop","last_assistant_message":"hi","ts":5,"tool_use_id":'
+            + b"[" * depth + b"]" * depth + b"}")
+    opts = CaptureOptions()
+    kind, payload, _call = general(line, opts, 0)
+    cap = line_capture(line, opts.strategy, opts.max_body_bytes, 7, 0)
+    if depth <= 64:
+        assert kind == "c" and cap == payload
+    else:
+        assert (kind, cap) == ("d", None) and "nests deeper than 64 levels" in str(payload), payload
+    outs = list(hook_outcomes([line, line], 0, opts, 7))
+    assert [o[1] for o in outs] == [kind, kind]
+
+
 def normalised(outs: Any) -> list[Any]:
     """Outcomes with a capture payload as the plain tuple of its fields."""
     return [(o[0], o[1], o[2], tuple(o[3]), o[4]) if o[1] == "c" else o for o in outs]

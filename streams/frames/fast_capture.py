@@ -36,22 +36,19 @@ from typing import Any
 
 from streams.model.adapters import payload_time_ms
 from streams.model.adapters.claude_code import _BODY_FIELD
+from streams.model.adapters.claude_code import _TYPE as _BACKEND_TYPES
+from streams.model.adapters.openclaw import _TYPES as _OPENCLAW_TYPES
 from streams.model.body_hash import KeyStrategy, dedup_key
 from streams.model.deadletter import RejectedInput
 from streams.model.decode import _SERIALISED, _orjson_object
 from streams.model.event_build import tokens_safe
-from streams.model.events import PROMPT, STOP, SUBAGENT_STOP, _event_prefix, stable_id
+from streams.model.events import _event_prefix, stable_id
 from streams.model.plain_lines import PLAIN_BODY_MAX, trimmed_body
 from streams.model.prefix import DEFAULT_SCOPE
 
 CaptureFields = tuple[str, str, str, str, str, str, str, str | None, str | None, str, int, int, int]
 """The values of a :class:`~streams.frames.capture.Capture` in its field order (``Capture._make`` of them is the capture)."""
 
-_OPENCLAW_TYPES = {"received": PROMPT, "sent": STOP}
-"""OpenClaw's message actions and their event types (:mod:`streams.model.adapters.openclaw`)."""
-_BACKEND_TYPES = {"UserPromptSubmit": PROMPT, "Stop": STOP, "SubagentStop": SUBAGENT_STOP}
-"""The backend hook events that carry turn text and are captured, and their event types
-(:mod:`streams.model.adapters.claude_code`; none is a memory tool call event)."""
 _NORMAL = "normal"
 """The importance an adapted native event gets (:class:`~streams.model.events.HookEvent`'s default)."""
 
@@ -70,6 +67,12 @@ def line_capture(line: bytes, strategy: KeyStrategy, max_body_bytes: int, partit
         Exactly ``tuple(to_capture(decode_hook_record(line), strategy=…, max_body_bytes=…,
         partition=partition, offset=offset))`` when that is a capture with no memory tool call, or None.
         Never raises: what the general path would reject gives None.
+
+    The adapters' rules it restates (runtime, session, project, id parts) are named in
+    :func:`_openclaw` and :func:`_backend`; the adapters point back here, and the tests fail when
+    the two drift apart. Private names it reads: the adapters' event-type and body-field tables,
+    orjson's safe parse and the serialised-event prefix of :mod:`streams.model.decode`, the
+    memoised prefix of :mod:`streams.model.events`.
     """
     if line.startswith(_SERIALISED):
         return None
@@ -85,8 +88,8 @@ def line_capture(line: bytes, strategy: KeyStrategy, max_body_bytes: int, partit
             ev = _backend(obj, t)
         else:
             return None
-    except (RejectedInput, TypeError, ValueError):
-        return None  # the general path rejects it with its own reason and text
+    except (RejectedInput, TypeError, ValueError, RecursionError):
+        return None  # the general path rejects it with its own reason and text (an id part nested past the recursion limit too)
     if ev is None:
         return None
     event_id, source, session, event_type, parent, project, body = ev

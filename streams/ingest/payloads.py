@@ -24,6 +24,7 @@ from streams.model.adapters.openclaw_plugin import KB_EVENT_TYPES
 from streams.model.deadletter import DeadLetter, Reason, RejectedInput
 from streams.model.decode import sanitize_surrogates
 from streams.model.events import HookEvent
+from streams.model.nesting import MAX_DEPTH, depth_exceeds
 from streams.produce.encode import MAX_EVENT_BYTES, event_value
 from streams.produce.keys import hook_event_key
 from streams.redaction.redact import RedactionMode
@@ -31,9 +32,6 @@ from streams.redaction.scrub import scrub_kb_event
 
 ROUTE_RUNTIMES = (*RUNTIMES, "auto")
 """The ``{runtime}`` path values ``/v1/hooks/{runtime}`` accepts."""
-
-MAX_DEPTH = 64
-"""Deepest nesting of arrays/objects a payload may have (deeper: ``wrong_shape``)."""
 
 MAX_PAYLOADS = 10_000
 """Most payloads one request may carry (more: the whole body is rejected)."""
@@ -173,20 +171,6 @@ def _dumps(v: Any) -> bytes:
             return repr(v).encode("utf-8", "replace")
         except RecursionError:
             return b"(not serialisable: nested too deeply)"
-
-
-def depth_exceeds(value: Any, limit: int = MAX_DEPTH) -> bool:
-    """True when ``value`` nests arrays/objects deeper than ``limit`` (iterative: no recursion)."""
-    if not isinstance(value, dict | list):
-        return False
-    stack: list[tuple[Any, int]] = [(value, 1)]
-    while stack:
-        v, d = stack.pop()
-        if d > limit:
-            return True
-        children = v.values() if isinstance(v, dict) else v
-        stack.extend((x, d + 1) for x in children if isinstance(x, dict | list))
-    return False
 
 
 def to_event(value: Any, runtime: str, *, gateway: str, received_at_ms: int, check_depth: bool = True) -> HookEvent:

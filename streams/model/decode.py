@@ -140,5 +140,5 @@ def decode_hook_record(raw: bytes, *, received_at_ms: int | None = None) -> Hook
         raise
     except ValidationError as e:
         raise RejectedInput(Reason.WRONG_SHAPE, _short(e)) from e
-    except (TypeError, ValueError, AttributeError, KeyError) as e:  # a field of an unexpected type
+    except (TypeError, ValueError, AttributeError, KeyError, OverflowError, RecursionError) as e:  # a field of an unexpected type or depth
         raise RejectedInput(Reason.WRONG_SHAPE, f"unexpected shape: {type(e).__name__}: {e}") from e

@@ -126,8 +126,8 @@ def checked_fields(fields: EventFields) -> dict[str, Any] | None:
 
 def tokens_safe(source: str, session: str, parent: str | None, project: str | None, event_type: str) -> bool:
     """Whether :func:`streams.model.events.safe_tokens` leaves these prefix tokens as they are
-    (no whitespace or ``]`` in any), memoised (a session's events share them; the memo is cleared
-    at :data:`_SAFE_CACHE` entries). Pure."""
+    (no whitespace or ``]`` in any), memoised (a session's events share them; the memo, a
+    module dict, is cleared at :data:`_SAFE_CACHE` entries: the answer depends on the tokens alone)."""
     tokens = (source, session, parent, project, event_type)
     safe = _safe.get(tokens)
     if safe is None:

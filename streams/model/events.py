@@ -16,6 +16,7 @@ import orjson
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from streams.model import fastpath
+from streams.model.nesting import MAX_DEPTH, depth_exceeds
 from streams.model.prefix import DEFAULT_SCOPE, Provenance, build_prefix, parse_prefix
 
 SCHEMA_VERSION = 1
@@ -47,6 +48,9 @@ def kebab(name: str) -> str:
     return "".join(out)
 
 
+_NESTED = frozenset({list, dict})
+
+
 def stable_id(*parts: object) -> str:
     """A deterministic event id: the first 32 hex chars of SHA-256 over the JSON of ``parts``.
 
@@ -56,8 +60,14 @@ def stable_id(*parts: object) -> str:
     with one C encoder made once (no encoder object per call); see :func:`_id_json`.
 
     Raises:
-        ValueError: for a circular container among ``parts`` (as ``json.dumps``).
+        ValueError: for a part that nests arrays/objects deeper than
+            :data:`streams.model.nesting.MAX_DEPTH` (64) levels (a circular one too), checked before
+            encoding: ``json.dumps`` of a value near Python's recursion limit would succeed or fail
+            with the caller's stack depth (the decoder makes it a ``wrong_shape`` dead letter).
     """
+    for p in parts:
+        if type(p) in _NESTED and depth_exceeds(p):
+            raise ValueError(f"an event id part nests deeper than {MAX_DEPTH} levels")
     raw = _id_json(parts) if fastpath.ENABLED else _ID_ENCODER.encode(parts)
     return hashlib.sha256(raw.encode("ascii")).digest()[:16].hex()
 

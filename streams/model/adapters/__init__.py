@@ -39,7 +39,8 @@ def detect_runtime(payload: dict[str, Any]) -> str:
     """Name the runtime a payload comes from.
 
     Returns one of ``openclaw``, ``openclaw-plugin``, ``knowhub``, ``codex-notify``, ``codex``,
-    ``claude-code``, ``prefixed``.
+    ``claude-code``, ``prefixed``. ``run``'s line fast path (:mod:`streams.frames.fast_capture`)
+    restates the part of this order that leads to ``openclaw``, ``codex`` and ``claude-code``.
 
     Raises:
         RejectedInput: ``unknown_payload`` when the shape matches no adapter.
