@@ -42,14 +42,14 @@ from streams.model.body_hash import KeyStrategy, dedup_key
 from streams.model.deadletter import RejectedInput
 from streams.model.decode import _SERIALISED, _orjson_object
 from streams.model.event_build import tokens_safe
-from streams.model.events import _event_prefix, stable_id
+from streams.model.events import HookEvent, _event_prefix, stable_id
 from streams.model.plain_lines import PLAIN_BODY_MAX, trimmed_body
 from streams.model.prefix import DEFAULT_SCOPE
 
 CaptureFields = tuple[str, str, str, str, str, str, str, str | None, str | None, str, int, int, int]
 """The values of a :class:`~streams.frames.capture.Capture` in its field order (``Capture._make`` of them is the capture)."""
 
-_NORMAL = "normal"
+_NORMAL = HookEvent.model_fields["importance"].default
 """The importance an adapted native event gets (:class:`~streams.model.events.HookEvent`'s default)."""
 
 
@@ -88,8 +88,8 @@ def line_capture(line: bytes, strategy: KeyStrategy, max_body_bytes: int, partit
             ev = _backend(obj, t)
         else:
             return None
-    except (RejectedInput, TypeError, ValueError, RecursionError):
-        return None  # the general path rejects it with its own reason and text (an id part nested past the recursion limit too)
+    except (RejectedInput, TypeError, ValueError):
+        return None  # the general path rejects it with its own reason and text (an id part nested too deeply too)
     if ev is None:
         return None
     event_id, source, session, event_type, parent, project, body = ev
