@@ -22,6 +22,7 @@ from streams.ingest.hook_log import (
     MARKER,
     Bound,
     LogReader,
+    LogRecord,
     decode_log_payload,
     encode_log_record,
     is_log_dir,
@@ -31,6 +32,7 @@ from streams.ingest.hook_log import (
     segments,
 )
 from streams.kafka.topics import Topics
+from streams.model.deadletter import DeadLetter
 
 
 def _entries(n: int, tag: str = "e", size: int = 40) -> list[tuple[int, bytes, bytes]]:
@@ -228,7 +230,7 @@ def test_service_files(tmp_path: Path) -> None:
         install("win32", argv, Path("/data"), tmp_path)
 
 
-def test_the_reader_passes_over_a_corrupt_stretch_in_a_sealed_segment(tmp_path: Path) -> None:
+def test_the_reader_dead_letters_a_corrupt_stretch_in_a_sealed_segment(tmp_path: Path) -> None:
     d = tmp_path / "log"
     hl = HookLog(d, segment_bytes=500)
     for i in range(6):
@@ -239,7 +241,93 @@ def test_the_reader_passes_over_a_corrupt_stretch_in_a_sealed_segment(tmp_path: 
     data[30] ^= 0xFF
     first.write_bytes(bytes(data))
     notes: list[str] = []
-    offsets = [r.offset for chunk in read_chunks(d, 0, notes.append) for r in chunk]
-    assert offsets == list(range(1, 24))  # record 0 is gone, none shifted
-    assert len(notes) == 1 and first.name in notes[0] and "skipped" in notes[0]
+    recs = [r for chunk in read_chunks(d, 0, notes.append) for r in chunk]
+    assert [r.offset for r in recs] == list(range(24))  # record 0's bytes are a dead letter at its offset, none shifted
+    dl = DeadLetter.model_validate_json(recs[0].value)
+    assert recs[0].kind == DEAD_LETTER and dl.reason == "corrupt_record" and dl.offset == 0 and dl.original() == bytes(data[:len(dl.original())])
+    assert "offset 0 lost" in dl.detail and dl.source == f"log:{read_marker(d)}"
+    assert len(notes) == 1 and first.name in notes[0] and "corrupt" in notes[0]
     assert LogReader(d).read(5, bound=Bound(segments(d)[0].base, 0)) == []  # the bound stops it in the first segment
+
+
+def _payload_sizes(n: int, rnd: random.Random) -> list[tuple[int, bytes, bytes]]:
+    return [(HOOK_EVENTS, f"k{i}".encode(), f"r{i}:".encode() + b"v" * rnd.choice([10, 200, 3_000, 40_000])) for i in range(n)]
+
+
+def test_a_fresh_reader_starts_deep_inside_a_segment(tmp_path: Path) -> None:
+    """A restart whose position lies megabytes into a segment reads from there, whatever the budget."""
+    d = tmp_path / "log"
+    hl = HookLog(d)  # one 16 MiB segment
+    for g in range(300):
+        hl.append([[(HOOK_EVENTS, f"k{g}-{i}".encode(), f"{g}-{i}:".encode() + b"x" * 2_000) for i in range(20)]], g)
+    nxt, bound = hl.durable()
+    assert nxt == 6_000 and len(segments(d)) == 1 and bound.end > 11 << 20
+    for start in (0, 2_100, 4_000, 5_999):
+        for budget in (1, 50_000, 4 << 20):
+            got = LogReader(d).read(start, bound=bound, max_bytes=budget)
+            assert got and got[0].offset == start and got[0].value.startswith(f"{start // 20}-{start % 20}:".encode())
+    assert LogReader(d).read(6_000, bound=bound) == []
+    assert [r.offset for chunk in read_chunks(d, 4_321, chunk_bytes=1 << 20) for r in chunk] == list(range(4_321, 6_000))
+    hl.close()
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_every_offset_comes_back_once_from_any_start_and_any_budget(tmp_path: Path, seed: int) -> None:
+    """Random records (some longer than the budget), corrupted in sealed segments and in the durable part
+    of the one being written: every offset below the durable end is a record or a ``corrupt_record``
+    dead letter, exactly once, the same for a fresh reader at any start as for one reading on."""
+    rnd = random.Random(seed)
+    d = tmp_path / "log"
+    hl = HookLog(d, segment_bytes=rnd.choice([30_000, 200_000]))
+    for _ in range(rnd.randint(20, 60)):
+        hl.append([_payload_sizes(rnd.randint(1, 6), rnd)], 7)
+    nxt, bound = hl.durable()
+    segs = segments(d)
+    assert len(segs) > 2
+    for _ in range(rnd.randint(1, 4)):  # flip bytes anywhere in the durable part
+        seg = rnd.choice(segs)
+        data = bytearray(seg.path.read_bytes())
+        size = bound.end if seg.base == bound.base else len(data)
+        if size:
+            data[rnd.randrange(size)] ^= 0x5A
+            seg.path.write_bytes(bytes(data))
+    whole = LogReader(d)
+    seen: list[int] = []
+    while len(seen) < nxt:
+        more = whole.read(len(seen), bound=bound, max_bytes=rnd.choice([1, 5_000, 1 << 20]))
+        assert more, f"stuck at {len(seen)} of {nxt}"
+        seen += [r.offset for r in more]
+    assert seen == list(range(nxt))
+    ref = {r.offset: r for r in LogReader(d).read(0, bound=bound, max_bytes=1 << 30)}
+    assert sorted(ref) == list(range(nxt))
+    for r in ref.values():
+        if r.kind == HOOK_EVENTS:
+            assert r.value.startswith(b"r") and r.key == f"k{r.value[1:r.value.index(b':')].decode()}".encode()
+        else:
+            assert DeadLetter.model_validate_json(r.value).reason == "corrupt_record"
+    for start in rnd.sample(range(nxt), min(nxt, 15)):
+        fresh = LogReader(d)
+        got: list[LogRecord] = []
+        while (not got or got[-1].offset < nxt - 1):
+            more = fresh.read(got[-1].offset + 1 if got else start, bound=bound, max_bytes=rnd.choice([1, 70_000]))
+            assert more
+            got += more
+        assert [(r.offset, r.kind, r.value) for r in got] == [(o, ref[o].kind, ref[o].value) for o in range(start, nxt)]
+    hl.close()
+
+
+def test_a_removed_segment_is_one_dead_letter_and_nothing_after_it_is_lost(tmp_path: Path) -> None:
+    d = tmp_path / "log"
+    hl = HookLog(d, segment_bytes=400)
+    for i in range(12):
+        hl.append([_entries(3, tag=f"m{i}")], i)
+    hl.close()
+    segs = segments(d)
+    segs[2].path.unlink()
+    notes: list[str] = []
+    recs = [r for chunk in read_chunks(d, 0, notes.append) for r in chunk]
+    missing = [r for r in recs if r.kind == DEAD_LETTER and r.value.startswith(b"{") and DeadLetter.model_validate_json(r.value).reason == "corrupt_record"]
+    assert len(missing) == 1 and missing[0].offset == segs[2].base
+    assert "missing" in DeadLetter.model_validate_json(missing[0].value).detail
+    kept = {r.offset for r in recs}
+    assert kept == set(range(segs[2].base + 1)) | set(range(segs[3].base, 36))

@@ -147,12 +147,21 @@ class Follower:
                 applied = True
                 if self.on_applied is not None:
                     self.on_applied()
-            else:  # nothing whole up to the durable end (a corrupt stretch, reported by the reader)
-                self.progress.applied = durable_next
+            else:  # the reader turns corrupt stretches into dead letters, so this is a log changed under serve
+                self._stuck(nxt, durable_next)
         if self.progress.applied >= durable_next:
             self.progress.caught_up_ms = self.clock()
         self._retain()
         return applied
+
+    def _stuck(self, nxt: int, durable_next: int) -> None:
+        """No record readable at ``nxt`` below the durable end: never jumped over (``applied`` stays,
+        retention keeps the segments); said once per offset on the log and in ``/healthz``."""
+        line = f"no record of the log readable at offset {nxt} below its durable end {durable_next} (a segment file removed or changed?)"
+        if line != self.progress.last_error:
+            log.error("serve: %s; nothing past it is applied until it can be read", line)
+        self.progress.last_error = line
+        self.stop.wait(self.opts.idle_s)
 
     def _fail(self, e: Exception) -> None:
         p = self.progress

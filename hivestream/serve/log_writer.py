@@ -137,7 +137,7 @@ class HookLog:
         self._dirty = False  # a failed write left bytes after _size
         if segs:
             self._recover(segs[-1])
-        self._bound = Bound(self._active.base if self._active else self._next, self._size)
+        self._bound = Bound(self._active.base if self._active else self._next, self._size, self._next)
 
     def _recover(self, last: Segment) -> None:
         data = last.path.read_bytes()
@@ -215,7 +215,7 @@ class HookLog:
                 self._size += added
                 assert self._active is not None
                 self._sizes[self._active.base] = self._size
-                self._bound = Bound(self._active.base, self._size)
+                self._bound = Bound(self._active.base, self._size, nxt)
                 self._cond.notify_all()
             return out
 
@@ -247,7 +247,7 @@ class HookLog:
         self._open(seg, 0)
         fsync_dir(self.dir)
         with self._cond:
-            self._bound = Bound(seg.base, 0)
+            self._bound = Bound(seg.base, 0, self._next)
 
     def apply_retention(self, applied: int, policy: Retention, now_ms: int | None = None) -> list[str]:
         """Delete sealed segments whose records are all below ``applied`` (every pipeline has them)

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from streams.ingest.spool_format import HEADER_BYTES, MAGIC, MAX_RECORD_BYTES, encode_record
+from streams.model.deadletter import MAX_ORIGINAL_BYTES, DeadLetter, Reason, RejectedInput
 
 MARKER = "hivestream-log.json"
 """The marker file that makes a directory a hook-event log."""
@@ -119,29 +120,13 @@ def scan(buf: bytes | memoryview, base_pos: int = 0) -> Scan:
         base_pos: the file position of ``buf[0]`` (the byte ranges and ``end`` are file positions).
     """
     out = Scan(end=base_pos)
-    data = bytes(buf)
-    pos, n = 0, len(data)
-    while pos < n:
-        rec = None
-        if pos + HEADER_BYTES <= n:
-            magic, length, crc = _HEAD.unpack_from(data, pos)
-            end = pos + HEADER_BYTES + length
-            if magic == MAGIC and length <= MAX_RECORD_BYTES and end <= n:
-                payload = data[pos + HEADER_BYTES:end]
-                if zlib.crc32(payload) == crc:
-                    try:
-                        rec = decode_log_payload(payload)
-                    except ValueError:
-                        rec = None
-        if rec is not None:
-            out.records.append(rec)
-            pos = end
-            out.end = base_pos + pos
-            continue
-        nxt = data.find(MAGIC, pos + 1)
-        nxt = n if nxt < 0 else nxt
-        out.skipped.append((base_pos + pos, base_pos + nxt))
-        pos = nxt
+    items, _used = _scan_items(bytes(buf), base_pos, final=True)
+    for it in items:
+        if it.rec is None:
+            out.skipped.append((it.start, it.end))
+        else:
+            out.records.append(it.rec)
+            out.end = it.end
     return out
 
 
@@ -190,18 +175,118 @@ def segments(directory: Path) -> list[Segment]:
 
 @dataclass(frozen=True, slots=True)
 class Bound:
-    """How far a reader may read: the segment being written and the byte where its durable part ends."""
+    """How far a reader may read: the segment being written, the byte where its durable part ends,
+    and the offset the next record will get (``-1``: not known; a corrupt stretch just before the
+    bound is then left unread rather than given offsets)."""
 
     base: int
     end: int
+    next: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class _Item:
+    """A whole record (``rec``) or a stretch holding none (``rec is None``) at file bytes ``[start, end)``."""
+
+    start: int
+    end: int
+    rec: LogRecord | None
+
+
+class _Walk:
+    """The records and corrupt stretches of one segment from a byte position on, read in chunks.
+
+    A record whose header is plausible but whose bytes go past what was read is read whole before
+    it is judged; only at the segment's end (or ``limit``) is an incomplete record a stretch.
+    """
+
+    def __init__(self, seg: Segment, pos: int, limit: int | None, chunk_bytes: int) -> None:
+        self.seg, self.pos, self.limit, self.chunk = seg, pos, limit, max(chunk_bytes, HEADER_BYTES)
+        self.read_bytes = 0
+
+    def items(self) -> Iterator[_Item]:
+        """Items in file order until the segment's end or ``limit``; a deleted file is an empty segment."""
+        try:
+            f = self.seg.path.open("rb")
+        except FileNotFoundError:
+            return
+        with f:
+            buf, at = b"", self.pos  # at: the file position of buf[0]
+            eof = False
+            while True:
+                if not eof:
+                    want = self.chunk
+                    if len(buf) >= HEADER_BYTES:  # a record longer than a chunk is read whole
+                        magic, length, _crc = _HEAD.unpack_from(buf, 0)
+                        if magic == MAGIC and length <= MAX_RECORD_BYTES:
+                            want = max(want, HEADER_BYTES + length - len(buf))
+                    if self.limit is not None:
+                        want = min(want, max(0, self.limit - at - len(buf)))
+                    f.seek(at + len(buf))
+                    more = f.read(want) if want > 0 else b""
+                    self.read_bytes += len(more)
+                    eof = len(more) < want or want == 0
+                    buf += more
+                items, used = _scan_items(buf, at, final=eof)
+                yield from items
+                buf, at = buf[used:], at + used
+                if eof and not buf:
+                    return
+
+
+def _scan_items(data: bytes, base_pos: int, final: bool) -> tuple[list[_Item], int]:
+    """The items of ``data`` (file position ``base_pos``) and how many of its bytes they cover. Unless
+    ``final``, a plausible record cut by the end of ``data`` (and whatever follows the last record
+    when no ``MAGIC`` follows it) is left for the next call."""
+    out: list[_Item] = []
+    pos, n = 0, len(data)
+    while pos < n:
+        if pos + HEADER_BYTES > n and not final:
+            break
+        rec, end = None, pos
+        if pos + HEADER_BYTES <= n:
+            magic, length, crc = _HEAD.unpack_from(data, pos)
+            end = pos + HEADER_BYTES + length
+            if magic == MAGIC and length <= MAX_RECORD_BYTES:
+                if end > n and not final:
+                    break
+                if end <= n and zlib.crc32(data[pos + HEADER_BYTES:end]) == crc:
+                    try:
+                        rec = decode_log_payload(data[pos + HEADER_BYTES:end])
+                    except ValueError:
+                        rec = None
+        if rec is not None:
+            out.append(_Item(base_pos + pos, base_pos + end, rec))
+            pos = end
+            continue
+        nxt = data.find(MAGIC, pos + 1)
+        if nxt < 0:
+            if not final:
+                break
+            nxt = n
+        out.append(_Item(base_pos + pos, base_pos + nxt, None))
+        pos = nxt
+    return out, pos
 
 
 class LogReader:
     """Reads a log from an offset on, following it as it grows (one cursor, kept between calls).
 
+    A fresh cursor (or a ``start`` other than where the last call ended) is placed by walking the
+    segment that holds ``start`` from its first byte, however deep ``start`` lies in it. Bytes that
+    hold no whole record between two known offsets (a corrupt stretch of a sealed segment, or of
+    the durable part of the segment being written) cost the offsets they held: each stretch comes
+    back as a ``dead-letter`` record of reason ``corrupt_record`` at the first of its lost offsets
+    (the last stretch of a run takes the rest of the run's offsets), carrying the stretch's bytes,
+    so a reader never jumps over records without leaving a row, and every reader of one log
+    (serve, ``run LOGDIR``, ``kb run LOGDIR``, ``produce LOGDIR``) gives the same records.
+    Offsets missing between two segments (a segment file deleted by hand) come back as one such
+    record with no bytes. A torn tail of a log no process writes (no ``bound``) is reported and
+    left unread: it was never acknowledged, and serve dead-letters it when it next opens the log.
+
     Args:
         directory: the log directory.
-        on_skip: called with a one-line description of every stretch skipped as torn or corrupt.
+        on_skip: called with a one-line description of every stretch dead-lettered or left unread.
     """
 
     def __init__(self, directory: Path, on_skip: Callable[[str], None] | None = None) -> None:
@@ -209,28 +294,33 @@ class LogReader:
         self.on_skip = on_skip
         self._seg: Segment | None = None
         self._pos = 0
+        self._prev = -1  # the offset of the last whole record before the cursor
+        self._prev_time = 0
         self._next = -1  # the offset the cursor stands before (-1: no cursor)
+        self._noted: set[tuple[str, int]] = set()
+        self._origin = ""
 
     def read(self, start: int, *, bound: Bound | None = None, max_bytes: int = 8 << 20) -> list[LogRecord]:
         """The records at offsets ``>= start``, oldest first, about ``max_bytes`` of log at most
-        (at least one whole record when there is one).
+        (at least one whole record when there is one); ``[]`` only when no record at or after
+        ``start`` is readable yet.
 
         Args:
             start: the first offset wanted (records below it are passed over).
             bound: read no further than this (the durable end the writer published); ``None``
-                reads every segment to its end (a log no process writes: a torn tail is skipped
-                and reported).
+                reads every segment to its end (a log no process writes).
             max_bytes: stop after about this many bytes (cut at a record boundary).
 
         Raises:
             OSError: when a segment cannot be read (a segment deleted by retention meanwhile is
                 passed over).
         """
-        if (self._next != start or self._seg is None) and not self._locate(start):
+        if (self._next != start or self._seg is None) and not self._locate(start, bound):
             return []
         out: list[LogRecord] = []
         budget = max_bytes
-        while budget > 0 and self._seg is not None:
+        gap: list[_Item] = []
+        while self._seg is not None:
             seg = self._seg
             limit = None
             if bound is not None:
@@ -238,50 +328,99 @@ class LogReader:
                     break
                 if seg.base == bound.base:
                     limit = bound.end
-            data, at_end = self._read_from(seg, limit, budget)
-            sc = scan(data, self._pos)
-            cut = not at_end and bool(sc.skipped) and sc.skipped[-1][1] == self._pos + len(data)
-            for a, b in sc.skipped[:-1] if cut else sc.skipped:  # a record cut by the budget is read next time
-                if self.on_skip:
-                    self.on_skip(f"log segment {seg.path.name}: {b - a} bytes at byte {a} skipped (torn or corrupt)")
-            out.extend(r for r in sc.records if r.offset >= start)
-            self._pos = sc.skipped[-1][0] if cut else self._pos + len(data)
-            budget -= len(data)
-            if not at_end:
-                continue
-            if limit is not None:  # the segment being written: its durable part is read
+            walk = _Walk(seg, self._pos, limit, min(budget, 1 << 20))
+            full = False
+            for it in walk.items():
+                if it.rec is None:
+                    gap.append(it)
+                    continue
+                if gap:
+                    out.extend(r for r in self._lost(gap, it.rec.offset, it.rec.time_ms) if r.offset >= start)
+                    gap = []
+                if it.rec.offset >= start:
+                    out.append(it.rec)
+                self._prev, self._prev_time, self._pos = it.rec.offset, it.rec.time_ms, it.end
+                budget -= it.end - it.start
+                if budget <= 0:
+                    full = True
+                    break
+            if full:
+                break
+            if limit is not None:  # the durable end of the segment being written
+                if gap and bound is not None and bound.next > self._prev + 1:
+                    out.extend(r for r in self._lost(gap, bound.next, self._prev_time) if r.offset >= start)
+                    self._pos, gap = limit, []
                 break
             following = [s for s in segments(self.dir) if s.base > seg.base]
             if not following:
+                for it in gap:  # a torn tail: never acknowledged; left for serve to dead-letter
+                    self._note(seg, it.start, f"log segment {seg.path.name}: {it.end - it.start} bytes at byte {it.start} after "
+                                              "its last whole record left unread (a torn tail: a write cut by a crash)")
                 break
+            nxt = following[0].base
+            if gap or nxt > self._prev + 1:
+                out.extend(r for r in self._lost(gap, nxt, self._prev_time) if r.offset >= start)
+                gap = []
             self._seg, self._pos = following[0], 0
+            self._prev = max(self._prev, nxt - 1)
         if out:
             self._next = out[-1].offset + 1
         return out
 
-    def _read_from(self, seg: Segment, limit: int | None, budget: int) -> tuple[bytes, bool]:
-        """Bytes of ``seg`` from the cursor on (at least the whole record there) and whether they
-        reach the segment's end (or ``limit``)."""
+    def _lost(self, gap: list[_Item], nxt: int, nxt_time: int) -> list[LogRecord]:
+        """``corrupt_record`` dead-letter records for the stretches ``gap`` (or, empty, a missing
+        run) between the cursor's last record and offset ``nxt``; moves the cursor past them."""
+        assert self._seg is not None
+        seg = self._seg
+        lo, hi = self._prev + 1, nxt - 1
+        when = self._prev_time if self._prev >= 0 else nxt_time
+        if gap:
+            self._pos = gap[-1].end
+        if hi < lo:  # bytes that held no record: nothing was lost
+            for it in gap:
+                self._note(seg, it.start, f"log segment {seg.path.name}: {it.end - it.start} bytes at byte {it.start} held no record; passed over")
+            return []
+        if not gap:
+            return [self._dead_letter(lo, hi, when, b"", f"offsets {lo}..{hi} are missing from the log before segment "
+                                                          f"{segment_name(nxt)} (a segment file was removed)")]
+        groups = [[it] for it in gap[:hi - lo]] + [gap[hi - lo:]] if len(gap) > hi - lo else [[it] for it in gap]
+        out = []
+        for i, grp in enumerate(groups):
+            a = lo + i
+            b = hi if i == len(groups) - 1 else a
+            data = self._bytes(seg, grp[0].start, grp[-1].end)
+            span = f"offset {a}" if a == b else f"offsets {a}..{b}"
+            detail = (f"{grp[-1].end - grp[0].start} bytes at byte {grp[0].start} of log segment {seg.path.name} hold no whole "
+                      f"record (corrupt); {span} lost")
+            self._note(seg, grp[0].start, detail)
+            out.append(self._dead_letter(a, b, when, data, detail))
+        return out
+
+    def _dead_letter(self, first: int, last: int, time_ms: int, data: bytes, detail: str) -> LogRecord:
+        if not self._origin:
+            try:
+                self._origin = log_origin(read_marker(self.dir))
+            except (OSError, ValueError):
+                self._origin = f"log:{self.dir.name}"
+        dl = DeadLetter.of(RejectedInput(Reason.CORRUPT_RECORD, detail), data, self._origin, 0, first, time_ms)
+        return LogRecord(first, time_ms, DEAD_LETTER, f"{dl.source}:{dl.time_ms}:{dl.offset}".encode(), dl.model_dump_json().encode())
+
+    @staticmethod
+    def _bytes(seg: Segment, a: int, b: int) -> bytes:
         try:
             with seg.path.open("rb") as f:
-                f.seek(self._pos)
-                head = f.read(HEADER_BYTES)
-                want = budget
-                if len(head) == HEADER_BYTES:
-                    magic, length, _crc = _HEAD.unpack(head)
-                    if magic == MAGIC and length <= MAX_RECORD_BYTES:
-                        want = max(want, HEADER_BYTES + length)
-                if limit is not None:
-                    want = min(want, max(0, limit - self._pos))
-                f.seek(self._pos)
-                data = f.read(want) if want > 0 else b""
+                f.seek(a)
+                return f.read(min(b - a, MAX_ORIGINAL_BYTES))
         except FileNotFoundError:
-            return b"", True
-        if limit is not None:
-            return data, self._pos + len(data) >= limit
-        return data, len(data) < want or want == 0
+            return b""
 
-    def _locate(self, start: int) -> bool:
+    def _note(self, seg: Segment, at: int, line: str) -> None:
+        if self.on_skip is not None and (seg.path.name, at) not in self._noted:
+            self._noted.add((seg.path.name, at))
+            self.on_skip(line)
+
+    def _locate(self, start: int, bound: Bound | None) -> bool:
+        """Place the cursor just after the last whole record below ``start`` (in the segment that holds ``start``)."""
         segs = segments(self.dir)
         if not segs:
             self._seg = None
@@ -290,7 +429,19 @@ class LogReader:
         for s in segs:
             if s.base <= start:
                 chosen = s
-        self._seg, self._pos, self._next = chosen, 0, start
+        if start < chosen.base and self.on_skip is not None:
+            self.on_skip(f"offsets {start}..{chosen.base - 1} are no longer in the log (retention deleted their segments); "
+                         f"reading from {chosen.base}")
+        self._seg, self._pos, self._prev, self._prev_time, self._next = chosen, 0, chosen.base - 1, 0, start
+        limit = bound.end if bound is not None and chosen.base == bound.base else None
+        if bound is not None and chosen.base > bound.base:
+            return True
+        for it in _Walk(chosen, 0, limit, 1 << 20).items():
+            if it.rec is None:
+                continue
+            if it.rec.offset >= start:
+                break
+            self._prev, self._prev_time, self._pos = it.rec.offset, it.rec.time_ms, it.end
         return True
 
 

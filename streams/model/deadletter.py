@@ -30,6 +30,7 @@ class Reason(StrEnum):
     EXTRACTION_FAILED = "extraction_failed"  # the experience extractor's endpoint failed or answered out of contract
     PROCESSING_ERROR = "processing_error"  # an unexpected exception on this record (a bug): logged and dead-lettered
     TORN_RECORD = "torn_record"  # bytes after the last whole record of a serve log segment (a write cut by a crash, never acknowledged)
+    CORRUPT_RECORD = "corrupt_record"  # bytes inside a serve log's durable part that hold no whole record (the disk changed them)
 
 
 class RejectedInput(ValueError):
