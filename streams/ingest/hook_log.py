@@ -26,6 +26,7 @@ import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 from streams.ingest.spool_format import HEADER_BYTES, MAGIC, MAX_RECORD_BYTES, encode_record
 from streams.model.deadletter import MAX_ORIGINAL_BYTES, DeadLetter, Reason, RejectedInput
@@ -184,8 +185,7 @@ class Bound:
     next: int = -1
 
 
-@dataclass(frozen=True, slots=True)
-class _Item:
+class _Item(NamedTuple):
     """A whole record (``rec``) or a stretch holding none (``rec is None``) at file bytes ``[start, end)``."""
 
     start: int
