@@ -91,7 +91,7 @@ def test_per_payload_answers_and_dead_letters(server: tuple[IngestProc, str, Top
     assert all_bad.status_code == 422
     dls = _dead_letters(bootstrap, topics)
     assert {"unknown_payload", "wrong_shape"} <= {str(d.reason) for d in dls}
-    assert any(d.original() == b'{"foo":2}' and d.source == "ingest:gw-a:auto" for d in dls)
+    assert any(d.original() == b'{"foo":2}' and d.source.startswith("ingest:gw-a:auto:") for d in dls)
     ev = next(e for e in _events(bootstrap, topics) if e.body == "mixed batch ok")
     rec = next(k for _p, k, v in read_topic(bootstrap, topics.hook_events) if HookEvent.model_validate_json(v).event_id == ev.event_id)
     assert rec == hook_event_key(ev)

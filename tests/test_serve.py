@@ -113,7 +113,7 @@ def test_live_payloads_give_the_tables_run_gives_over_the_log_and_over_a_file(tm
         by_id: dict[str, dict[str, Any]] = {}
         ids = asyncio.run(_post_mixed(proc.url, work, by_id=by_id))
         assert len(ids) == len(work)
-        bad = [httpx.post(proc.url + "/v1/hooks/codex", content=b"not json at all", timeout=30),  # (one route each: see the note in the report)
+        bad = [httpx.post(proc.url + "/v1/hooks/codex", content=b"not json at all", timeout=30),
                httpx.post(proc.url + "/v1/hooks/auto", json=[{"foo": "bar"}, prompt("mixed", 1)], timeout=30),
                httpx.post(proc.url + "/v1/hooks/claude-code", json={"hook_event_name": "Stop", "ts": "the day after tomorrow"}, timeout=30)]
         assert [r.status_code for r in bad] == [400, 200, 422]

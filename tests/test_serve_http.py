@@ -91,7 +91,7 @@ def test_per_payload_answers_and_their_dead_letters_in_duckdb(served: ServeProc)
     assert _post(served, "codex", json.dumps([{"foo": 2}])).status_code == 422
     nj = _post(served, "openclaw", b"this is not json at all")
     assert nj.status_code == 400 and nj.json()["error"] == "malformed_json"
-    dls = _rows(served, "SELECT input, reason, original FROM dead_letters")
+    dls = [(i.rsplit(":", 1)[0], r, o) for i, r, o in _rows(served, "SELECT input, reason, original FROM dead_letters")]  # input: route:request id
     assert ("ingest:gw-a:codex", "missing_field", b'{"foo":2}') in dls
     assert ("ingest:gw-a:openclaw", "malformed_json", b"this is not json at all") in dls
     assert any(r[1] == "wrong_shape" for r in dls)

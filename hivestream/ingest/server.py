@@ -29,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
+import uuid
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -45,7 +46,7 @@ from hivestream.ingest.sink import DurableSink
 from hivestream.ingest.spool import Spool, default_spool_dir
 from streams.ingest.auth import TokenTable, is_loopback
 from streams.ingest.content_encoding import BadEncoding, DecodedTooLarge, decode_body
-from streams.ingest.payloads import ROUTE_RUNTIMES, body_dead_letter, process, split_body
+from streams.ingest.payloads import ROUTE_RUNTIMES, body_dead_letter, process, request_source, split_body
 from streams.kafka.connection import DEFAULT_BOOTSTRAP, ConnectionLike
 from streams.kafka.topics import Topics
 from streams.model.clock import wall_clock_ms
@@ -146,6 +147,12 @@ async def _read_body(request: web.Request, limit: int) -> bytes:
         raise _TooLarge from None
 
 
+def new_request_id() -> str:
+    """A fresh id for one request (a random UUID, 32 hex digits): the part of its dead letters'
+    ``source`` that no other request shares (:func:`streams.ingest.payloads.request_source`)."""
+    return uuid.uuid4().hex
+
+
 class IngestApp:
     """The request handlers around one :class:`~hivestream.ingest.record_sink.RecordSink` (``ingest``: the
     Kafka sink; ``serve``: the local hook-event log)."""
@@ -178,12 +185,12 @@ class IngestApp:
             request.protocol.force_close()
         return resp
 
-    def _dead_lettered(self, status: int, err: RejectedInput, original_len: int) -> web.Response:
-        """The verdict on a whole body that was dead-lettered: the reason, ``"dead_lettered": 1``
+    def _dead_lettered(self, status: int, err: RejectedInput, original_len: int, source: str) -> web.Response:
+        """The verdict on a whole body that was dead-lettered (as ``source``): the reason, ``"dead_lettered": 1``
         and ``"truncated"`` (true when the dead letter keeps only the first
         :data:`~streams.model.deadletter.MAX_ORIGINAL_BYTES` of the body, so a client keeps it)."""
         self.metrics.reject(str(err.reason))
-        log.info("refused a request (HTTP %d, dead-lettered): %s: %s", status, err.reason, err.detail[:200])
+        log.info("refused a request (HTTP %d, dead-lettered as %s): %s: %s", status, source, err.reason, err.detail[:200])
         return self._answer(status, {"error": str(err.reason), "detail": err.detail[:500], "dead_lettered": 1,
                                      "truncated": original_len > MAX_ORIGINAL_BYTES})
 
@@ -216,6 +223,7 @@ class IngestApp:
         known = runtime in ROUTE_RUNTIMES
         if not known:
             runtime = runtime[:64]
+        source = request_source(gateway, runtime, new_request_id())
         limit = self.cfg.max_body_bytes
         if request.content_length is not None and request.content_length > limit:
             return await self._unread(request, self._reject(413, "body_too_large",
@@ -235,11 +243,10 @@ class IngestApp:
             encoding = request.headers.get("Content-Encoding", "")
             why = str(e) if isinstance(e, BadEncoding) else type(e).__name__
             err = RejectedInput(Reason.BAD_ENCODING, f"body not readable as Content-Encoding {encoding!r}: {why}"[:300])
-            dl = body_dead_letter(err, b"", source=f"ingest:{gateway}:{runtime}", received_at_ms=self.now_ms())
+            dl = body_dead_letter(err, b"", source=source, received_at_ms=self.now_ms())
             _where, failed = await self._durable([self._dl_record(dl)])
-            return await self._unread(request, failed if failed is not None else self._dead_lettered(400, err, 0))
+            return await self._unread(request, failed if failed is not None else self._dead_lettered(400, err, 0, source))
         received = self.now_ms()
-        source = f"ingest:{gateway}:{runtime}"
         try:
             if not known:
                 raise RejectedInput(Reason.UNKNOWN_RUNTIME, f"runtime {runtime!r} is not one of {', '.join(ROUTE_RUNTIMES)}")
@@ -253,7 +260,7 @@ class IngestApp:
             _where, failed = await self._durable([self._dl_record(dl)])
             if failed is not None:
                 return failed
-            return self._dead_lettered(404 if not known else 400, refusal, len(body))
+            return self._dead_lettered(404 if not known else 400, refusal, len(body), source)
         accepted, rejected = process(items, runtime, gateway=gateway, received_at_ms=received,
                                      privacy_mode=self.cfg.privacy_mode, source=source)
         topic = self._hook_events

@@ -42,8 +42,9 @@ QUERIES: dict[str, NamedQuery] = {
         ),
         NamedQuery(
             "dead-letters",
-            "dead-lettered records per reason and input",
-            """SELECT reason, input, count(*) AS records, any_value(detail) AS example
+            "dead-lettered records per reason and input (a front-door refusal under its route, ingest:<gateway>:<runtime>)",
+            """SELECT reason, regexp_replace(input, '^(ingest:.*):[0-9a-f]{32}$', '\\1') AS input,  -- without the request id
+                      count(*) AS records, any_value(detail) AS example
                FROM dead_letters GROUP BY ALL ORDER BY records DESC, reason""",
         ),
     ]

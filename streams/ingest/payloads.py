@@ -8,7 +8,9 @@ the gateway id of the token that posted it (``gateway``; whatever the payload sa
 ``hivestream produce`` redacts (:func:`streams.redaction.scrub.scrub_kb_event`), keyed by
 :func:`streams.produce.keys.hook_event_key` and serialised by :func:`streams.produce.encode.event_value`.
 Anything that does not become an event is a :class:`Rejected` with a reason code and a
-:class:`~streams.model.deadletter.DeadLetter` to write. Pure: the clock reading is passed in.
+:class:`~streams.model.deadletter.DeadLetter` to write, whose identity is the request's
+(:func:`request_source`) and the payload's index in it. Pure: the clock reading and the request id
+are passed in.
 """
 
 from __future__ import annotations
@@ -112,6 +114,18 @@ class Rejected:
     reason: str
     detail: str
     dead_letter: DeadLetter
+
+
+def request_source(gateway: str, runtime: str, request_id: str) -> str:
+    """The ``source`` of the dead letters of one request: ``ingest:<gateway>:<runtime>:<request id>``.
+
+    With the payload's index in the request as the offset, it is the refusal's identity
+    (:class:`~streams.model.deadletter.DeadLetter`). A payload refused at the front door has no log
+    position yet: the request id, new for every request, tells it from every other refusal, and it
+    travels in the dead letter itself (the serve log, the ``dead-letter`` topic, a handoff to Kafka),
+    so the same record read again, or a second copy of it sent by the spool, doubles nothing.
+    """
+    return f"ingest:{gateway}:{runtime}:{request_id}"
 
 
 def split_body(body: bytes) -> list[Item]:
@@ -226,7 +240,7 @@ def process(
         gateway: the authenticated gateway id.
         received_at_ms: the server's receive time, epoch ms (event time fallback, dead-letter time).
         privacy_mode: KnowHub redaction mode (strict: payloads redacted before the topic).
-        source: the dead letters' ``source`` (e.g. ``ingest:<gateway>:<runtime>``).
+        source: the dead letters' ``source``: the request's (:func:`request_source`); their offset is the payload's index.
     """
     accepted: list[Accepted] = []
     rejected: list[Rejected] = []
@@ -249,5 +263,6 @@ def process(
 
 
 def body_dead_letter(err: RejectedInput, body: bytes, *, source: str, received_at_ms: int) -> DeadLetter:
-    """The dead-letter record of a whole body that could not be read (not UTF-8, not JSON, ...)."""
+    """The dead-letter record of a whole body that could not be read (not UTF-8, not JSON, ...);
+    ``source`` the request's (:func:`request_source`), offset 0."""
     return DeadLetter.of(err, body, source, 0, 0, received_at_ms)

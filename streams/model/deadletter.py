@@ -57,11 +57,17 @@ class DeadLetter(BaseModel):
         reason: :class:`Reason` code.
         detail: explanation, e.g. the pydantic error or the offending field.
         original_b64: the original record bytes, base64 (so invalid UTF-8 survives JSON).
-        source: the topic or input file the record came from.
-        partition: topic partition, or 0 for a file.
-        offset: topic offset, or the 0-based line number in a file.
+        source: the topic or input file the record came from; a payload refused at the HTTP
+            front door: its request, ``ingest:<gateway>:<runtime>:<request id>``
+            (:func:`streams.ingest.payloads.request_source`).
+        partition: topic partition, or 0 for a file or a request.
+        offset: topic offset, the 0-based line number in a file, or the payload's index in its request.
         event_id: the hook event's id when the record got that far, else ``""``.
         time_ms: when it was rejected, epoch ms, from the injected clock.
+
+    ``(source, partition, offset, event_id)`` is the refusal's identity (DESIGN.md §3): no two
+    refusals share one, and a table keeps one row per identity, so reading the same record again
+    (a replay after a crash, a file run twice) doubles nothing.
     """
 
     model_config = ConfigDict(frozen=True)
