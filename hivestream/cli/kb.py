@@ -2,7 +2,8 @@
 
 Review and submission commands *produce events*; the projection changes when they are applied:
 on the embedded default they are appended to the event log next to the database
-(``<db>.kb-events.jsonl``, replayable with ``kb run``) and applied at once; with ``--kafka`` they
+(``<db>.kb-events.jsonl``, replayable with ``kb run``; :mod:`hivestream.embedded.kb_events`) and
+applied at once; with ``--kafka`` they
 are produced to ``<ns>.experience-events`` and applied by ``kb project``. User mistakes print one
 line on stderr and exit with code 2.
 """
@@ -35,6 +36,7 @@ from hivestream.cli.kafka_opts import (
     kafka_settings,
     stop_on_signals,
 )
+from hivestream.embedded.kb_events import event_log
 from projections.experiences.queries import KB_QUERIES
 from projections.reading import open_for_reading
 from streams.experiences.events import ExperienceReviewed, KbEvent, kb_key
@@ -70,11 +72,6 @@ def _fail(message: str) -> NoReturn:
     raise typer.Exit(2)
 
 
-def event_log(db: Path) -> Path:
-    """The embedded event log of ``db``: ``<db>.kb-events.jsonl``."""
-    return db.with_name(db.name + ".kb-events.jsonl")
-
-
 def _read(db: Path, sql: str, params: list[Any] | None = None) -> list[tuple[Any, ...]]:
     try:
         con, _fresh = open_for_reading(db)
@@ -104,21 +101,22 @@ def _emit(ev: KbEvent, db: Path, kafka: bool, bootstrap: str | None, namespace: 
         finally:
             p.close()
         return t.experience_events
-    from hivestream.embedded.experiences import run_kb_files
-    from projections.experiences.sink import KbSink
+    from hivestream.embedded.kb_events import CannotOpen, LogShortened, NotApplied, append_event
 
-    log = event_log(db)
     try:
-        KbSink(db).close()  # fail before the event is logged, not after (a retry would submit it twice)
-    except duckdb.IOException as e:
-        _fail(f"cannot open {db} (is a projector running? use --kafka): {e}")
-    with log.open("a", encoding="utf-8") as fh:
-        fh.write(ev.model_dump_json() + "\n")
-    try:
-        run_kb_files([log], db, KbSettings())
-    except duckdb.IOException as e:
-        _fail(f"{db} was taken by another process; the event is in {log} and is applied by the next `kb run {log}`: {e}")
-    return str(log)
+        done = append_event(db, ev.model_dump_json().encode())
+    except CannotOpen as e:
+        _fail(f"cannot open {db} ({e}): nothing was written (if `hivestream kb project` holds it, send the event with --kafka; "
+              f"else retry when the process holding it is done)")
+    except (LogShortened, NotApplied, OSError) as e:
+        _fail(str(e))
+    except duckdb.Error as e:
+        _fail(f"{db} could not apply the event; it is in {event_log(db)} and `hivestream kb run {event_log(db)} --db {db}` applies it: "
+              f"{type(e).__name__}: {str(e).splitlines()[0]}")
+    if done.torn_bytes:
+        err.print(Text.assemble(("note: ", "yellow"), f"the last line of {done.log} had no line end ({done.torn_bytes} bytes: a write cut by a "
+                                f"crash); it is dead-lettered as it stands and this event is a line of its own"), soft_wrap=True)
+    return str(done.log)
 
 
 @kb_app.command()
@@ -347,6 +345,26 @@ def reject(
     if not reason.strip():
         _fail("--reason must not be empty")
     _review(experience_id, "rejected", reason, reviewer or _me(), db, kafka, bootstrap, namespace, kafka_config)
+
+
+@kb_app.command("repair-log")
+def repair_log(db: DbOpt = Path("hivestream.duckdb")) -> None:
+    """Continue <db>.kb-events.jsonl after it was truncated or deleted: blank lines stand for the lines --db applied of it before."""
+    from hivestream.embedded.kb_events import continue_log
+
+    if not db.exists():
+        _fail(f"no such DuckDB file: {db}")
+    try:
+        added, applied = continue_log(db)
+    except duckdb.IOException as e:
+        _fail(f"cannot open {db}: another process holds it; retry when it is done: {str(e).splitlines()[0]}")
+    except (duckdb.Error, OSError) as e:
+        _fail(f"cannot repair {event_log(db)}: {type(e).__name__}: {str(e).splitlines()[0]}")
+    if added:
+        out.print(f"continued {event_log(db)}: {added} blank lines stand for the lines lost ({db} had applied {applied}); "
+                  f"new events apply from line {applied}", soft_wrap=True)
+    else:
+        out.print(f"nothing to repair: {event_log(db)} holds every line {db} applied of it ({applied})", soft_wrap=True)
 
 
 def load_docs(db: Path) -> list[SearchDoc]:
