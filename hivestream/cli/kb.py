@@ -144,7 +144,7 @@ def _emit(ev: KbEvent, db: Path, kafka: bool, bootstrap: str | None, namespace: 
               f"{type(e).__name__}: {str(e).splitlines()[0]}")
     if done.torn_bytes:
         err.print(Text.assemble(("note: ", "yellow"), f"the last line of {done.log} had no line end ({done.torn_bytes} bytes: a write cut by a "
-                                f"crash); it is dead-lettered as it stands and this event is a line of its own"), soft_wrap=True)
+                                f"crash); it stays a line of its own (dead-lettered unless it is a whole event) and so does this event"), soft_wrap=True)
     return str(done.log)
 
 

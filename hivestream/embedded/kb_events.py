@@ -7,10 +7,11 @@ two things would make an event appended to it never apply, or apply glued to ano
 without its ``\\n`` (a write cut by a crash) and a log shorter than the position the file stored
 for it (truncated, replaced, deleted). :func:`append_event` checks, appends (``fsync``) and applies
 while it holds ``db`` open (DuckDB lets one writing process open a file, so no other writer of
-``db`` appends meanwhile); it closes a torn last line with a ``\\n`` of its own (that line is then dead-lettered as what it
-is, and the new event is a line of its own), and refuses a shortened log
-(:class:`LogShortened`, nothing appended) until it is put back or continued
-(:func:`continue_log`: blank lines for the lines lost, which were all applied already).
+``db`` appends meanwhile); it closes a torn last line with a ``\\n`` of its own (that line then
+stands alone: dead-lettered, unless the cut fell just before its ``\\n``; the new event is a line
+of its own), and refuses a shortened log
+(:class:`LogShortened`, nothing appended) until it is put back or continued (:func:`continue_log`:
+blank lines for the lines lost, which were all applied already).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from streams.experiences.settings import KbSettings
 from streams.importers.files import read_lines
 
 CHUNK = 1 << 20
+"""Bytes read at a time when the log's lines are counted."""
 
 
 def event_log(db: Path) -> Path:

@@ -10,9 +10,9 @@ file's position) and the publisher in another
 listener, then listen (:func:`hivestream.ingest.server.serve` with the log's sink) and leave its
 note ``<db>.serve`` (:mod:`hivestream.serve.read_marker`: the read listener, the ingest address and,
 on loopback without a tokens file, a review token made at each start: only its bearer may post
-``experience-reviewed`` events there). Stop (SIGTERM, SIGINT): stop
-accepting, answer what is queued, remove the note and stop the read listener, let the loop apply
-what is durable, publish a last snapshot and report, checkpoint and close. A kill -9 at any moment loses nothing that was
+``experience-reviewed`` events there). Stop (SIGTERM, SIGINT): stop accepting, answer what is
+queued, remove the note and stop the read listener, let the loop apply what is durable, publish a
+last snapshot and report, checkpoint and close. A kill -9 at any moment loses nothing that was
 answered 2xx: it is in the log, and the next start applies it.
 """
 

@@ -8,9 +8,8 @@ random secret made at each start that the read routes require, so only who may r
 (the file's owner) may read the memory through serve. ``ingest`` is where serve takes events
 (for ``hivestream kb submit|approve|reject``) and, when serve runs on loopback without a tokens
 file, its per-start review token (only a bearer of it may post ``experience-reviewed`` events
-there). The note is written atomically once the
-listener is up and removed at a clean stop; after a crash it stays, and a reader finds its
-process gone. Standard library only.
+there). The note is written atomically once serve listens and removed at a clean stop; after a
+crash it stays, and a reader finds its process gone. Standard library only.
 """
 
 from __future__ import annotations
