@@ -139,3 +139,51 @@ def test_ambiguous_or_unknown_prefixes_exit_2(tmp_path: Path) -> None:
     invoke("run", write_lines(tmp_path / "h.jsonl", scenario_lines()), "--db", db)
     assert invoke("approve", "", "--db", db)[0] == 2  # every id starts with ""
     assert invoke("approve", "zzzz", "--db", db)[0] == 2
+
+
+def _experiences(db: Path) -> dict[str, str]:
+    return status(db) if db.exists() else {}
+
+
+def test_a_torn_last_line_of_the_event_log_does_not_swallow_the_next_decision(tmp_path: Path) -> None:
+    db = tmp_path / "kb.duckdb"
+    invoke("run", write_lines(tmp_path / "h.jsonl", scenario_lines()), "--db", db)
+    first, second = ids(db)[EXPERIENCES[0][0]], ids(db)[EXPERIENCES[1][0]]
+    with event_log(db).open("ab") as fh:  # a crash in the middle of writing a decision: half a line, no line end
+        fh.write(b'{"type": "experience-reviewed", "event_id": "cut-short", "experience_id": "' + first[:9].encode())
+    code, out, err = invoke("approve", first, "--db", db)
+    assert code == 0 and f"approved {first}" in out
+    assert "no line end" in err and "dead-lettered" in err
+    assert status(db)[EXPERIENCES[0][0]] == "approved"
+    code, _out, _err = invoke("reject", second, "--reason", "too vague", "--db", db)
+    assert code == 0 and status(db)[EXPERIENCES[1][0]] == "rejected"
+    lines = event_log(db).read_bytes().split(b"\n")
+    assert lines[0].endswith(first[:9].encode()) and json.loads(lines[1])["experience_id"] == first and lines[-1] == b""
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        dead = con.execute("SELECT src_offset, reason FROM kb_dead_letters WHERE input LIKE ?", [f"%{event_log(db).name}%"]).fetchall()
+    finally:
+        con.close()
+    assert dead == [(0, "malformed_json")]  # the torn line, once, on its own
+
+
+def test_a_shortened_or_deleted_event_log_is_refused_until_it_is_continued(tmp_path: Path) -> None:
+    db = tmp_path / "kb.duckdb"
+    for i in range(3):
+        assert invoke("submit", "--task", f"task {i}", "--result", "r", "--db", db)[0] == 0
+    log = event_log(db)
+    log.write_bytes(log.read_bytes().split(b"\n", 1)[0] + b"\n")  # truncated to its first line
+    code, out, err = invoke("submit", "--task", "lost?", "--result", "r", "--db", db)
+    assert code == 2 and "submitted" not in out and "holds 1 line but" in err and "kb repair-log" in err
+    assert len(err.strip().splitlines()) == 1 and len(log.read_bytes().splitlines()) == 1
+    log.unlink()
+    target = ids(db)["task 0"]
+    code, _out, err = invoke("approve", target, "--db", db)
+    assert code == 2 and "is gone" in err and not log.exists()
+    assert set(_experiences(db)) == {"task 0", "task 1", "task 2"} and status(db)["task 0"] == "pending"
+    code, out, _err = invoke("repair-log", "--db", db)
+    assert code == 0 and "3 blank lines" in out
+    assert invoke("approve", target, "--db", db)[0] == 0 and status(db)["task 0"] == "approved"
+    assert invoke("submit", "--task", "task 3", "--result", "r", "--db", db)[0] == 0 and "task 3" in status(db)
+    code, out, _err = invoke("repair-log", "--db", db)
+    assert code == 0 and "nothing to repair" in out

@@ -18,7 +18,7 @@ def ingest(
     host: Annotated[str, typer.Option("--host", help="address to listen on (non-loopback needs tokens)")] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", help="TCP port (0: any free port)")] = 8787,
     tokens_file: Annotated[Path | None, typer.Option("--tokens-file", envvar="HIVESTREAM_INGEST_TOKENS_FILE",
-                                                     help="'GATEWAY_ID TOKEN' per line (TOKEN may be sha256:HEX)")] = None,
+                                                     help="'GATEWAY_ID TOKEN [scopes=hooks,review]' per line (TOKEN may be sha256:HEX)")] = None,
     spool_dir: Annotated[Path | None, typer.Option("--spool-dir", envvar="HIVESTREAM_SPOOL_DIR",
                                                    help="durable spool directory, one process each (default ~/.local/state/hivestream/ingest-spool)")] = None,
     spool_max_bytes: Annotated[int, typer.Option("--spool-max-bytes", help="bound of the spool (bytes)")] = 1 << 30,

@@ -1,10 +1,13 @@
 """``hivestream kb``: the KnowHub knowledge base — run, project, submit, review, search, query.
 
 Review and submission commands *produce events*; the projection changes when they are applied:
-on the embedded default they are appended to the event log next to the database
-(``<db>.kb-events.jsonl``, replayable with ``kb run``) and applied at once; with ``--kafka`` they
-are produced to ``<ns>.experience-events`` and applied by ``kb project``. User mistakes print one
-line on stderr and exit with code 2.
+on a file a running ``hivestream serve`` holds they go through that serve (its note ``<db>.serve``;
+a review with its review token) into its log, applied by its loop; on a file no serve holds they
+are appended to the event log next to the database (``<db>.kb-events.jsonl``, replayable with
+``kb run``; :mod:`hivestream.embedded.kb_events`) and applied at once; with ``--kafka`` they are
+produced to ``<ns>.experience-events`` and applied by ``kb project``. ``pending``, ``search`` and
+the id lookup of ``approve|reject`` ask the serve holding the file when one does (else the file,
+or its snapshot with a line saying so). User mistakes print one line on stderr and exit with code 2.
 """
 
 from __future__ import annotations
@@ -35,7 +38,8 @@ from hivestream.cli.kafka_opts import (
     kafka_settings,
     stop_on_signals,
 )
-from projections.experiences.queries import KB_QUERIES
+from hivestream.embedded.kb_events import event_log
+from projections.experiences.queries import KB_QUERIES, KB_REVIEW_QUERIES
 from projections.reading import open_for_reading
 from streams.experiences.events import ExperienceReviewed, KbEvent, kb_key
 from streams.experiences.settings import KbSettings
@@ -70,11 +74,6 @@ def _fail(message: str) -> NoReturn:
     raise typer.Exit(2)
 
 
-def event_log(db: Path) -> Path:
-    """The embedded event log of ``db``: ``<db>.kb-events.jsonl``."""
-    return db.with_name(db.name + ".kb-events.jsonl")
-
-
 def _read(db: Path, sql: str, params: list[Any] | None = None) -> list[tuple[Any, ...]]:
     try:
         con, _fresh = open_for_reading(db)
@@ -88,8 +87,26 @@ def _read(db: Path, sql: str, params: list[Any] | None = None) -> list[tuple[Any
         con.close()
 
 
+def _named(db: Path, name: str, *, stale_only: bool = False) -> list[tuple[Any, ...]]:
+    """The rows of the named query of :data:`KB_REVIEW_QUERIES`: from the serve holding ``db`` when
+    one does, else from the file or its snapshot; the freshness line goes to stderr (with
+    ``stale_only``: only when a snapshot answered)."""
+    from hivestream.serve.read_client import ServedQueryFailed, read_named
+
+    try:
+        _cols, rows, freshness = read_named(db, "kb-review", KB_REVIEW_QUERIES, name)
+    except FileNotFoundError as e:
+        _fail(str(e))
+    except (ServedQueryFailed, duckdb.Error):
+        _fail(f"{db} holds no KnowHub projection (run `hivestream kb run` or `hivestream kb project` first)")
+    if not stale_only or "snapshot" in freshness:
+        err.print(Text.assemble(("note: ", "yellow"), freshness) if "snapshot" in freshness else Text(freshness), soft_wrap=True)
+    return rows
+
+
 def _emit(ev: KbEvent, db: Path, kafka: bool, bootstrap: str | None, namespace: str | None, kafka_config: Path | None = None) -> str:
-    """Append ``ev`` to the embedded log and apply it, or produce it to Kafka; returns where it went."""
+    """Produce ``ev`` to Kafka, send it through the serve holding ``db``, or append it to ``db``'s
+    own event log and apply it; returns where it went (exits 2 with one line when it went nowhere)."""
     if kafka:
         from streams.kafka.topics import Topics
         from streams.produce.producer import make_producer
@@ -104,21 +121,31 @@ def _emit(ev: KbEvent, db: Path, kafka: bool, bootstrap: str | None, namespace: 
         finally:
             p.close()
         return t.experience_events
-    from hivestream.embedded.experiences import run_kb_files
-    from projections.experiences.sink import KbSink
+    from hivestream.embedded.kb_events import CannotOpen, LogShortened, NotApplied, append_event
+    from hivestream.serve.event_client import NotSent, running_serve, send
 
-    log = event_log(db)
     try:
-        KbSink(db).close()  # fail before the event is logged, not after (a retry would submit it twice)
-    except duckdb.IOException as e:
-        _fail(f"cannot open {db} (is a projector running? use --kafka): {e}")
-    with log.open("a", encoding="utf-8") as fh:
-        fh.write(ev.model_dump_json() + "\n")
-    try:
-        run_kb_files([log], db, KbSettings())
-    except duckdb.IOException as e:
-        _fail(f"{db} was taken by another process; the event is in {log} and is applied by the next `kb run {log}`: {e}")
-    return str(log)
+        done = append_event(db, ev.model_dump_json().encode())
+    except CannotOpen as e:  # held: by a serve (the event goes through it), or by another process
+        note = running_serve(db)
+        if note is None:
+            _fail(f"cannot open {db} ({e}) and no running hivestream serve names it in {db}.serve: nothing was written (if `hivestream "
+                  f"kb project` holds it, send the event with --kafka; else retry when the process holding it is done)")
+        try:
+            sent = send(db, note, ev.model_dump_json().encode(), review=isinstance(ev, ExperienceReviewed))
+        except NotSent as ns:
+            _fail(str(ns))
+        return (f"hivestream serve (pid {sent.pid}), applied" if sent.applied else
+                f"hivestream serve (pid {sent.pid}): durable in its log, not applied yet (its loop is behind; it applies it in order)")
+    except (LogShortened, NotApplied, OSError) as e:
+        _fail(str(e))
+    except duckdb.Error as e:
+        _fail(f"{db} could not apply the event; it is in {event_log(db)} and `hivestream kb run {event_log(db)} --db {db}` applies it: "
+              f"{type(e).__name__}: {str(e).splitlines()[0]}")
+    if done.torn_bytes:
+        err.print(Text.assemble(("note: ", "yellow"), f"the last line of {done.log} had no line end ({done.torn_bytes} bytes: a write cut by a "
+                                f"crash); it stays a line of its own (dead-lettered unless it is a whole event) and so does this event"), soft_wrap=True)
+    return str(done.log)
 
 
 @kb_app.command()
@@ -268,8 +295,7 @@ def pending(
     """Experiences waiting for review (or the quarantined ones), oldest first; approve/reject take an id or a unique prefix."""
     status = "quarantined" if quarantined else "pending"
     cols = ["id", "origin", "count", "agents", "confidence", "task", "resource", "result", "rules"]
-    rows = _read(db, """SELECT experience_id, origin, submit_count, agent_ids, confidence, task, resource, result, injection_rules
-                        FROM experiences WHERE status = ? ORDER BY first_seen_ms, experience_id""", [status])
+    rows = _named(db, status)
     if as_json:
         json.dump([dict(zip(cols, r, strict=True)) for r in rows], sys.stdout, default=str, indent=1)
         sys.stdout.write("\n")
@@ -282,8 +308,8 @@ def pending(
 
 def _resolve(db: Path, given: str) -> str:
     """The full id of the experience ``given`` names: the id itself or a unique prefix (as ``kb pending`` prints it)."""
-    found = [r[0] for r in _read(db, "SELECT experience_id FROM experiences WHERE starts_with(experience_id, ?) ORDER BY 1 LIMIT 5",
-                                 [given.rstrip("…")])]
+    prefix = given.rstrip("…")
+    found = [str(r[0]) for r in _named(db, "experience-ids", stale_only=True) if str(r[0]).startswith(prefix)][:5]
     if given in found:
         return given
     if len(found) == 1:
@@ -349,11 +375,31 @@ def reject(
     _review(experience_id, "rejected", reason, reviewer or _me(), db, kafka, bootstrap, namespace, kafka_config)
 
 
+@kb_app.command("repair-log")
+def repair_log(db: DbOpt = Path("hivestream.duckdb")) -> None:
+    """Continue <db>.kb-events.jsonl after it was truncated or deleted: blank lines stand for the lines --db applied of it before."""
+    from hivestream.embedded.kb_events import continue_log
+
+    if not db.exists():
+        _fail(f"no such DuckDB file: {db}")
+    try:
+        added, applied = continue_log(db)
+    except duckdb.IOException as e:
+        _fail(f"cannot open {db}: another process holds it; retry when it is done: {str(e).splitlines()[0]}")
+    except (duckdb.Error, OSError) as e:
+        _fail(f"cannot repair {event_log(db)}: {type(e).__name__}: {str(e).splitlines()[0]}")
+    if added:
+        out.print(f"continued {event_log(db)}: {added} blank lines stand for the lines lost ({db} had applied {applied}); "
+                  f"new events apply from line {applied}", soft_wrap=True)
+    else:
+        out.print(f"nothing to repair: {event_log(db)} holds every line {db} applied of it ({applied})", soft_wrap=True)
+
+
 def load_docs(db: Path) -> list[SearchDoc]:
-    """Every experience of ``db`` as a :class:`SearchDoc`."""
+    """Every experience of ``db`` as a :class:`SearchDoc` (from the serve holding ``db`` when one does)."""
     from streams.experiences.search import SearchDoc
 
-    rows = _read(db, "SELECT experience_id, task, resource, result, status, agent_ids FROM experiences ORDER BY experience_id")
+    rows = _named(db, "search-docs")
     return [SearchDoc(i, t, r, res, s, tuple(a)) for i, t, r, res, s, a in rows]
 
 

@@ -25,7 +25,7 @@ def serve(
     host: Annotated[str, typer.Option("--host", help="address to listen on (non-loopback needs tokens)")] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", help="TCP port (0: any free port)")] = 8787,
     tokens_file: Annotated[Path | None, typer.Option("--tokens-file", envvar="HIVESTREAM_INGEST_TOKENS_FILE",
-                                                     help="'GATEWAY_ID TOKEN' per line (TOKEN may be sha256:HEX)")] = None,
+                                                     help="'GATEWAY_ID TOKEN [scopes=hooks,review]' per line (TOKEN may be sha256:HEX)")] = None,
     max_body_bytes: Annotated[int, typer.Option("--max-body-bytes", help="largest request body (bytes)")] = 1 << 20,
     read_timeout_s: Annotated[float, typer.Option("--read-timeout", help="seconds allowed to receive a body")] = 10.0,
     log_max_bytes: Annotated[int, typer.Option("--log-max-bytes", help="bound of the log (bytes; past it POSTs get 503)")] = 8 << 30,

@@ -96,6 +96,11 @@ class KbRunner:
         sink.apply_batch(fold.drain(), {(origin, 0): next_off}, dict(fold.counters))
 
 
+def file_origin(path: Path) -> str:
+    """The input name a file's position is stored under: ``file:<absolute resolved path>``."""
+    return f"file:{path.resolve()}"
+
+
 def run_kb_files(paths: Iterable[Path], db: str | Path, settings: KbSettings | None = None, *, completer: Completer | None = None,
                  clock: Clock = wall_clock_ms, batch_size: int = 2000) -> KbRunReport:
     """Run hook-event JSONL files (and KnowHub event lines) in order into ``db``.
@@ -112,7 +117,7 @@ def run_kb_files(paths: Iterable[Path], db: str | Path, settings: KbSettings | N
     with KbSink(db) as sink:
         runner = KbRunner(sink, settings, completer=completer, clock=clock, batch_size=batch_size, report=report)
         for path in paths:
-            runner.run_lines(f"file:{path.resolve()}", enumerate(read_lines(path)))
+            runner.run_lines(file_origin(path), enumerate(read_lines(path)))
     return report
 
 

@@ -7,7 +7,9 @@ so the size limit and the slow-client timeout apply while reading). Routes:
   (:mod:`streams.ingest.payloads`). Answers ``200`` when every accepted payload is durable (broker
   acknowledgement or fsync'd spool) with one result per payload; ``422`` when every payload was
   rejected; ``400`` for a body that is not JSON (dead-lettered); ``404`` for an unknown runtime
-  (the body is dead-lettered too, ``unknown_runtime``). Every answer after a dead letter
+  (the body is dead-lettered too, ``unknown_runtime``); ``403`` when the token lacks a scope a
+  payload needs (:func:`streams.ingest.payloads.scope_needed`: an ``experience-reviewed`` event
+  needs ``review``), and then nothing of the request is written. Every answer after a dead letter
   was written says ``"dead_lettered": N`` and ``"truncated"`` (true when a dead letter keeps only
   the first 256 KiB of its payload): the verdict :mod:`hivestream.hooks.delivery` lets a client
   drop a refused payload on; ``401`` without a valid token; ``408`` when the body does not arrive within the read timeout;
@@ -27,6 +29,7 @@ each with its own spool directory.
 from __future__ import annotations
 
 import asyncio
+import hmac
 import logging
 import signal
 import uuid
@@ -44,7 +47,7 @@ from hivestream.ingest.record_sink import Record, RecordSink
 from hivestream.ingest.refusal import SinkFull
 from hivestream.ingest.sink import DurableSink
 from hivestream.ingest.spool import Spool, default_spool_dir
-from streams.ingest.auth import TokenTable, is_loopback
+from streams.ingest.auth import DEFAULT_SCOPES, Grant, Scope, TokenTable, bearer_digest, is_loopback
 from streams.ingest.content_encoding import BadEncoding, DecodedTooLarge, decode_body
 from streams.ingest.payloads import ROUTE_RUNTIMES, body_dead_letter, process, request_source, split_body
 from streams.kafka.connection import DEFAULT_BOOTSTRAP, ConnectionLike
@@ -56,6 +59,8 @@ from streams.redaction.redact import RedactionMode
 log = logging.getLogger("hivestream.ingest")
 LOCAL_GATEWAY = "local"
 """Gateway id of requests on a loopback server started without tokens."""
+LOCAL_REVIEW_SCOPES = frozenset({Scope.HOOKS, Scope.REVIEW})
+"""The scopes of a request bearing :attr:`IngestConfig.review_token`."""
 
 
 @dataclass
@@ -79,6 +84,9 @@ class IngestConfig:
         access_log: log one line per request (never the Authorization header).
         reuse_port: bind with ``SO_REUSEPORT`` so several processes share ``port`` (Linux, BSD).
         metrics_auth: ``GET /metrics`` needs a bearer token of ``tokens`` too (401 without).
+        review_token: on a server without ``tokens`` (loopback), a bearer of this token may also
+            post ``experience-reviewed`` events (serve makes one per start for ``kb approve``);
+            ignored when ``tokens`` is not empty (the tokens file's scopes decide there).
     """
 
     host: str = "127.0.0.1"
@@ -99,6 +107,7 @@ class IngestConfig:
     access_log: bool = False
     reuse_port: bool = False
     metrics_auth: bool = False
+    review_token: str | None = None
 
 
 class ConfigError(ValueError):
@@ -165,6 +174,7 @@ class IngestApp:
         self.topics = Topics(cfg.namespace)
         self._hook_events = self.topics.hook_events
         self._no_tokens = len(cfg.tokens) == 0
+        self._review_digest = bearer_digest(f"Bearer {cfg.review_token}") if cfg.review_token and self._no_tokens else None
 
     def _answer(self, status: int, body: dict[str, Any], headers: dict[str, str] | None = None) -> web.Response:
         self.metrics.request(status)
@@ -194,10 +204,29 @@ class IngestApp:
         return self._answer(status, {"error": str(err.reason), "detail": err.detail[:500], "dead_lettered": 1,
                                      "truncated": original_len > MAX_ORIGINAL_BYTES})
 
-    def _gateway(self, request: web.Request) -> str | None:
-        if self._no_tokens:
-            return LOCAL_GATEWAY
-        return self.cfg.tokens.gateway_for(request.headers.get("Authorization"))
+    def _grant(self, request: web.Request) -> Grant | None:
+        header = request.headers.get("Authorization")
+        if not self._no_tokens:
+            return self.cfg.tokens.grant_for(header)
+        if self._review_digest is not None and hmac.compare_digest(bearer_digest(header) or b"", self._review_digest):
+            return Grant(LOCAL_GATEWAY, LOCAL_REVIEW_SCOPES)
+        return Grant(LOCAL_GATEWAY, DEFAULT_SCOPES)
+
+    def _forbidden(self, grant: Grant, missing: set[Scope]) -> web.Response:
+        """``403``: the request's token lacks ``missing``; one line saying which authority would do."""
+        has = ", ".join(sorted(grant.scopes)) or "none"
+        if Scope.REVIEW in missing:
+            if not self._no_tokens:
+                how = f"a token whose tokens-file line ends in scopes=review (the token of gateway {grant.gateway_id!r} has: {has})"
+            elif self._review_digest is not None:
+                how = "serve's review token (`hivestream kb approve|reject --db FILE` sends it)"
+            else:
+                how = "a token whose tokens-file line ends in scopes=review (start with --tokens-file), or `hivestream kb approve|reject --kafka`"
+            need = "experience-reviewed events need review authority: " + how
+        else:
+            need = f"these events need a token with the {', '.join(sorted(missing))} scope (the token of gateway {grant.gateway_id!r} has: {has})"
+        log.info("refused a request (HTTP 403): gateway %s lacks the %s scope", grant.gateway_id, ", ".join(sorted(missing)))
+        return self._reject(403, "forbidden", need + "; nothing of this request was written")
 
     def _dl_record(self, dl: DeadLetter) -> Record:
         key = f"{dl.source}:{dl.time_ms}:{dl.offset}".encode()
@@ -215,10 +244,11 @@ class IngestApp:
 
     async def hooks(self, request: web.Request) -> web.Response:
         """``POST /v1/hooks/{runtime}``."""
-        gateway = self._gateway(request)
-        if gateway is None:
+        grant = self._grant(request)
+        if grant is None:
             return await self._unread(request, self._reject(401, "unauthorized", "missing or unknown bearer token",
                                                             {"WWW-Authenticate": 'Bearer realm="hivestream"'}))
+        gateway = grant.gateway_id
         runtime = request.match_info["runtime"]
         known = runtime in ROUTE_RUNTIMES
         if not known:
@@ -263,6 +293,9 @@ class IngestApp:
             return self._dead_lettered(404 if not known else 400, refusal, len(body), source)
         accepted, rejected = process(items, runtime, gateway=gateway, received_at_ms=received,
                                      privacy_mode=self.cfg.privacy_mode, source=source)
+        missing = {a.scope for a in accepted} - grant.scopes
+        if missing:
+            return self._forbidden(grant, missing)
         topic = self._hook_events
         records: list[Record] = [(topic, a.key, a.value) for a in accepted]
         if rejected:

@@ -7,10 +7,12 @@ embedded runner's settings guard applies), start the dedup loop in a thread
 (:class:`~hivestream.serve.follower.Follower`: it first applies whatever the log holds beyond the
 file's position) and the publisher in another
 (:class:`~hivestream.serve.publisher.Publisher`: snapshot, heartbeat, report), open the read
-listener and leave its note ``<db>.serve`` (:mod:`hivestream.serve.read_api`), then listen
-(:func:`hivestream.ingest.server.serve` with the log's sink). Stop (SIGTERM, SIGINT): stop
-accepting, answer what is queued, remove the note and stop the read listener, let the loop apply
-what is durable, publish a last snapshot and report, checkpoint and close. A kill -9 at any moment loses nothing that was
+listener, then listen (:func:`hivestream.ingest.server.serve` with the log's sink) and leave its
+note ``<db>.serve`` (:mod:`hivestream.serve.read_marker`: the read listener, the ingest address and,
+on loopback without a tokens file, a review token made at each start: only its bearer may post
+``experience-reviewed`` events there). Stop (SIGTERM, SIGINT): stop accepting, answer what is
+queued, remove the note and stop the read listener, let the loop apply what is durable, publish a
+last snapshot and report, checkpoint and close. A kill -9 at any moment loses nothing that was
 answered 2xx: it is in the log, and the next start applies it.
 """
 
@@ -35,7 +37,7 @@ from hivestream.serve.progress import Progress
 from hivestream.serve.publisher import Publisher, PublishOptions
 from hivestream.serve.read_api import ReadApp, start_reads
 from hivestream.serve.read_gate import ReadGate
-from hivestream.serve.read_marker import ReadMarker, new_token, remove_marker, write_marker
+from hivestream.serve.read_marker import IngestNote, ReadMarker, new_token, remove_marker, write_marker
 from streams.experiences.extract import Completer
 from streams.experiences.settings import KbSettings
 from streams.ingest.hook_log import DEAD_LETTER, log_origin
@@ -82,6 +84,15 @@ class ServeConfig:
     publish: PublishOptions = field(default_factory=PublishOptions)
     settings: Settings = field(default_factory=Settings)
     kb_settings: KbSettings = field(default_factory=KbSettings)
+
+
+def connect_host(bind: str) -> str:
+    """The address a local client reaches a server bound to ``bind`` at: loopback for a wildcard
+    bind (``0.0.0.0``, ``::``, empty), else ``bind`` itself (without IPv6 brackets)."""
+    host = bind.strip("[]")
+    if host in ("", "0.0.0.0"):
+        return "127.0.0.1"
+    return "::1" if host == "::" else host
 
 
 def dead_letter_torn(hook_log: HookLog, clock: Clock) -> None:
@@ -132,14 +143,20 @@ async def serve_async(cfg: ServeConfig, stop: asyncio.Event, on_ready: Callable[
         for t in threads:
             t.start()
         token = new_token()
+        http = replace(cfg.http, review_token=new_token() if len(cfg.http.tokens) == 0 else None)
         reads = ReadApp(gate, progress, hook_log, token, clock)
         read_runner = None
         try:
             read_runner, read_port = await start_reads(reads)
-            write_marker(cfg.db, ReadMarker(os.getpid(), read_port, token))
-            sink = LogSink(hook_log, Topics(cfg.http.namespace), progress, db=str(cfg.db), retry_after_s=cfg.http.retry_after_s,
-                           headroom_bytes=2 * cfg.http.max_body_bytes, clock=clock)
-            await server.serve(cfg.http, stop, on_ready, sink=sink, name="serve")
+
+            def ready(port: int) -> None:
+                write_marker(cfg.db, ReadMarker(os.getpid(), read_port, token, IngestNote(connect_host(http.host), port, http.review_token)))
+                if on_ready is not None:
+                    on_ready(port)
+
+            sink = LogSink(hook_log, Topics(http.namespace), progress, db=str(cfg.db), retry_after_s=http.retry_after_s,
+                           headroom_bytes=2 * http.max_body_bytes, clock=clock)
+            await server.serve(http, stop, ready, sink=sink, name="serve")
         finally:
             remove_marker(cfg.db, token)
             if read_runner is not None:

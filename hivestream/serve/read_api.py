@@ -5,7 +5,7 @@ second process open the file serve holds, and a snapshot is a copy of the whole 
 A listener of its own on 127.0.0.1 (a free port; never on the ingest bind, which may be public),
 named with its read token in ``<db>.serve`` (:mod:`hivestream.serve.read_marker`):
 
-* ``POST /v1/query`` ``{"set": "frames"|"kb"|"stubs", "name": NAME}``: ``200 {"columns", "rows",
+* ``POST /v1/query`` ``{"set": "frames"|"kb"|"kb-review"|"stubs", "name": NAME}``: ``200 {"columns", "rows",
   "applied", "log_records", "pid"}`` (values JSON as ``hivestream query --format json`` writes
   them: anything else as text); ``400`` for a body or a name it does not know; ``422
   {"error": "query_failed", "detail"}`` when the file lacks the tables (one line).
@@ -36,7 +36,7 @@ from aiohttp import web
 from hivestream.serve.log_writer import HookLog
 from hivestream.serve.progress import Progress
 from hivestream.serve.read_gate import ReadGate, Unavailable
-from projections.experiences.queries import KB_QUERIES
+from projections.experiences.queries import KB_QUERIES, KB_REVIEW_QUERIES
 from projections.frames.analytics import ANALYTICS_QUERIES, MEMORY_QUERIES
 from projections.frames.queries import QUERIES
 from projections.named_query import NamedQuery, run_query
@@ -46,8 +46,9 @@ from streams.model.clock import Clock, wall_clock_ms
 log = logging.getLogger("hivestream.serve")
 
 QUERY_SETS: dict[str, dict[str, NamedQuery]] = {"frames": {**QUERIES, **ANALYTICS_QUERIES, **MEMORY_QUERIES},
-                                                "kb": KB_QUERIES, "stubs": STUB_QUERIES}
-"""The named queries serve answers, by set: ``hivestream query``'s, ``kb query``'s, ``stubs query``'s."""
+                                                "kb": KB_QUERIES, "kb-review": KB_REVIEW_QUERIES, "stubs": STUB_QUERIES}
+"""The named queries serve answers, by set: ``hivestream query``'s, ``kb query``'s, those of ``kb
+pending|search|approve|reject`` and ``stubs query``'s."""
 
 MAX_REQUEST_BYTES = 64 << 10
 READ_THREADS = 2

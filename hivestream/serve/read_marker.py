@@ -1,12 +1,15 @@
 """The note a running ``hivestream serve`` leaves beside its DuckDB file so that ``hivestream query``
 and ``report`` in another process ask it instead of reading the snapshot: ``<db>.serve``, JSON
-``{"format", "version", "pid", "port", "token"}``, mode 0600.
+``{"format", "version", "pid", "port", "token"}`` and, optionally, ``"ingest": {"host", "port",
+"review_token"}``, mode 0600.
 
 ``port`` is serve's read listener (always on 127.0.0.1, apart from the ingest routes); ``token`` a
 random secret made at each start that the read routes require, so only who may read this file
-(the file's owner) may read the memory through serve. The note is written atomically once the
-listener is up and removed at a clean stop; after a crash it stays, and a reader finds its
-process gone. Standard library only.
+(the file's owner) may read the memory through serve. ``ingest`` is where serve takes events
+(for ``hivestream kb submit|approve|reject``) and, when serve runs on loopback without a tokens
+file, its per-start review token (only a bearer of it may post ``experience-reviewed`` events
+there). The note is written atomically once serve listens and removed at a clean stop; after a
+crash it stays, and a reader finds its process gone. Standard library only.
 """
 
 from __future__ import annotations
@@ -30,12 +33,24 @@ def marker_path(db: str | Path) -> Path:
 
 
 @dataclass(frozen=True)
+class IngestNote:
+    """Where a running serve takes events: the host to connect to (a wildcard bind noted as
+    loopback), its port and, on loopback without a tokens file, its review token (else ``None``)."""
+
+    host: str
+    port: int
+    review_token: str | None = None
+
+
+@dataclass(frozen=True)
 class ReadMarker:
-    """A running serve's read listener: its process id, its port on 127.0.0.1 and its read token."""
+    """A running serve's read listener: its process id, its port on 127.0.0.1 and its read token;
+    ``ingest``: where it takes events (``None`` in a note without it)."""
 
     pid: int
     port: int
     token: str
+    ingest: IngestNote | None = None
 
 
 def new_token() -> str:
@@ -54,8 +69,10 @@ def write_marker(db: str | Path, marker: ReadMarker) -> Path:
     tmp.unlink(missing_ok=True)
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     try:
-        os.write(fd, (json.dumps({"format": FORMAT, "version": VERSION, "pid": marker.pid, "port": marker.port,
-                                  "token": marker.token}) + "\n").encode())
+        note: dict[str, object] = {"format": FORMAT, "version": VERSION, "pid": marker.pid, "port": marker.port, "token": marker.token}
+        if marker.ingest is not None:
+            note["ingest"] = {"host": marker.ingest.host, "port": marker.ingest.port, "review_token": marker.ingest.review_token}
+        os.write(fd, (json.dumps(note) + "\n").encode())
         os.fsync(fd)
     finally:
         os.close(fd)
@@ -66,7 +83,8 @@ def write_marker(db: str | Path, marker: ReadMarker) -> Path:
 def read_marker(db: str | Path) -> ReadMarker | None:
     """The note for ``db``, or ``None`` when there is none or it is not one this code wrote for
     this user (another owner, group- or world-writable, another format, not JSON, a token not of
-    :func:`new_token`'s URL-safe alphabet)."""
+    :func:`new_token`'s URL-safe alphabet). An ``ingest`` entry that is not one this code writes is
+    left out (``ingest`` ``None``)."""
     path = marker_path(db)
     try:
         st = path.stat()
@@ -80,7 +98,21 @@ def read_marker(db: str | Path) -> ReadMarker | None:
     pid, port, token = obj.get("pid"), obj.get("port"), obj.get("token")
     if not (isinstance(pid, int) and pid > 0 and isinstance(port, int) and 0 < port < 65536 and isinstance(token, str) and _TOKEN.fullmatch(token)):
         return None  # a token this code never makes (new_token's alphabet) would not even fit an HTTP header
-    return ReadMarker(pid, port, token)
+    return ReadMarker(pid, port, token, _ingest_note(obj.get("ingest")))
+
+
+_HOST = re.compile(r"[A-Za-z0-9.:_-]{1,255}")
+
+
+def _ingest_note(obj: object) -> IngestNote | None:
+    if not isinstance(obj, dict):
+        return None
+    host, port, review = obj.get("host"), obj.get("port"), obj.get("review_token")
+    if not (isinstance(host, str) and _HOST.fullmatch(host) and isinstance(port, int) and 0 < port < 65536):
+        return None
+    if review is not None and not (isinstance(review, str) and _TOKEN.fullmatch(review)):
+        return None
+    return IngestNote(host, port, review)
 
 
 def remove_marker(db: str | Path, token: str) -> None:

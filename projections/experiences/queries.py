@@ -70,3 +70,23 @@ KB_QUERIES: dict[str, NamedQuery] = {
         ),
     ]
 }
+
+_ROWS = "experience_id AS id, origin, submit_count AS count, agent_ids AS agents, confidence, task, resource, result, injection_rules AS rules"
+
+KB_REVIEW_QUERIES: dict[str, NamedQuery] = {
+    q.name: q
+    for q in [
+        NamedQuery("pending", "experiences waiting for review, oldest first (kb pending)",
+                   f"SELECT {_ROWS} FROM experiences WHERE status = 'pending' ORDER BY first_seen_ms, experience_id"),
+        NamedQuery("quarantined", "experiences flagged for prompt injection, oldest first (kb pending --quarantined)",
+                   f"SELECT {_ROWS} FROM experiences WHERE status = 'quarantined' ORDER BY first_seen_ms, experience_id"),
+        NamedQuery("experience-ids", "every experience id (kb approve|reject resolve a prefix against them)",
+                   "SELECT experience_id FROM experiences ORDER BY experience_id"),
+        NamedQuery("search-docs", "every experience as kb search ranks it",
+                   "SELECT experience_id, task, resource, result, status, agent_ids FROM experiences ORDER BY experience_id"),
+        NamedQuery("experience-count", "how many experiences there are (kb submit|approve|reject wait on serve with it)",
+                   "SELECT count(*) AS experiences FROM experiences"),
+    ]
+}
+"""The queries behind ``kb pending``, ``kb search`` and the id lookup of ``kb approve|reject``, by
+name, so the serve holding the file can answer them (its read routes run named queries only)."""

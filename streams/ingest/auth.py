@@ -1,9 +1,11 @@
-"""Bearer tokens of ``hivestream ingest``: one gateway id per token, compared in constant time.
+"""Bearer tokens of ``hivestream ingest``: one gateway id and its scopes per token, compared in constant time.
 
 Tokens file (``--tokens-file`` / ``HIVESTREAM_INGEST_TOKENS_FILE``), parsed strictly: each line is
-blank, or exactly two whitespace-separated fields ``GATEWAY_ID TOKEN``, optionally followed by a
-comment: a comment is a whitespace-separated field that starts with ``#`` and the rest of its line
-(so a line may be a comment only). ``TOKEN`` is a plain token of at least :data:`MIN_TOKEN_CHARS`
+blank, or the whitespace-separated fields ``GATEWAY_ID TOKEN [scopes=NAME[,NAME...]]``, optionally
+followed by a comment: a comment is a whitespace-separated field that starts with ``#`` and the
+rest of its line (so a line may be a comment only). A scope (:class:`Scope`) is what a token may
+post; a line without ``scopes=`` has the ``hooks`` scope only (a gateway posting hook events, as
+every token did before scopes existed). ``TOKEN`` is a plain token of at least :data:`MIN_TOKEN_CHARS`
 characters with no ``#`` in it, or ``sha256:<64 hex>`` (the
 SHA-256 of the token, so the file need not hold the secret; the prefix and the hex digits in any
 case); anything that starts with ``sha256:`` but is not followed by exactly 64 hex digits is an
@@ -20,10 +22,43 @@ import hmac
 import ipaddress
 import re
 from dataclasses import dataclass
+from enum import StrEnum
 
 GATEWAY_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,99}$")
 MIN_TOKEN_CHARS = 16
 _HASHED = re.compile(r"^sha256:([0-9a-fA-F]{64})$", re.IGNORECASE)
+
+
+class Scope(StrEnum):
+    """What a bearer of a token may do. New scopes are new members: a tokens file names them the same way."""
+
+    HOOKS = "hooks"
+    """Post hook events and KnowHub event lines other than reviews (a gateway, an agent's hooks)."""
+    REVIEW = "review"
+    """Post ``experience-reviewed`` events (approve or reject a KnowHub experience)."""
+
+
+DEFAULT_SCOPES = frozenset({Scope.HOOKS})
+"""The scopes of a tokens-file line without ``scopes=``, and of a request to a loopback server without tokens."""
+
+_SCOPES_FIELD = "scopes="
+
+
+def parse_scopes(text: str) -> frozenset[Scope]:
+    """The scopes of a comma-separated list of :class:`Scope` names (``hooks,review``).
+
+    Raises:
+        ValueError: for an empty list, an empty or unknown name (the message names the known ones).
+    """
+    names = text.split(",")
+    known = ", ".join(s.value for s in Scope)
+    out: set[Scope] = set()
+    for name in names:
+        try:
+            out.add(Scope(name))
+        except ValueError:
+            raise ValueError(f"unknown scope {name[:40]!r} (known: {known})") from None
+    return frozenset(out)
 
 
 def hash_token(token: str) -> str:
@@ -33,20 +68,29 @@ def hash_token(token: str) -> str:
 
 @dataclass(frozen=True)
 class TokenEntry:
-    """One line of a tokens file: the gateway id and the SHA-256 digest (32 bytes) of its token."""
+    """One line of a tokens file: the gateway id, the SHA-256 digest (32 bytes) of its token and its scopes."""
 
     gateway_id: str
     digest: bytes
+    scopes: frozenset[Scope] = DEFAULT_SCOPES
+
+
+@dataclass(frozen=True)
+class Grant:
+    """Who a request is and what it may do: the gateway id and the scopes of its token."""
+
+    gateway_id: str
+    scopes: frozenset[Scope]
 
 
 def parse_tokens(text: str) -> list[TokenEntry]:
     """Parse a tokens file (the format is this module's).
 
     Raises:
-        ValueError: naming the line number (never the token) for a line without exactly two
-            fields, an invalid gateway id, a token holding ``#``, a ``sha256:`` value that is not
-            64 hex digits, a plain token shorter than :data:`MIN_TOKEN_CHARS`, or a digest that
-            appears twice.
+        ValueError: naming the line number (never the token) for a line without two fields (or
+            three, the third ``scopes=...``), an invalid gateway id, a token holding ``#``, a
+            ``sha256:`` value that is not 64 hex digits, a plain token shorter than
+            :data:`MIN_TOKEN_CHARS`, an unknown scope, or a digest that appears twice.
     """
     out: list[TokenEntry] = []
     seen: set[bytes] = set()
@@ -58,8 +102,15 @@ def parse_tokens(text: str) -> list[TokenEntry]:
                 break
         if not parts:
             continue
+        scopes = DEFAULT_SCOPES
+        if len(parts) == 3 and parts[2].startswith(_SCOPES_FIELD):
+            try:
+                scopes = parse_scopes(parts[2][len(_SCOPES_FIELD):])
+            except ValueError as e:
+                raise ValueError(f"tokens file line {n}: {e}") from None
+            parts = parts[:2]
         if len(parts) != 2:
-            raise ValueError(f"tokens file line {n}: expected 'GATEWAY_ID TOKEN' (two whitespace-separated fields)")
+            raise ValueError(f"tokens file line {n}: expected 'GATEWAY_ID TOKEN [scopes=NAME,...]' (whitespace-separated fields)")
         gw, tok = parts
         if not GATEWAY_ID.match(gw):
             raise ValueError(f"tokens file line {n}: invalid gateway id (letters, digits, . _ : @ -; at most 100)")
@@ -77,7 +128,7 @@ def parse_tokens(text: str) -> list[TokenEntry]:
         if digest in seen:
             raise ValueError(f"tokens file line {n}: this token is already given to another line")
         seen.add(digest)
-        out.append(TokenEntry(gw, digest))
+        out.append(TokenEntry(gw, digest, scopes))
     return out
 
 
@@ -105,21 +156,34 @@ class TokenTable:
     def __len__(self) -> int:
         return len(self._entries)
 
-    def gateway_for(self, authorization: str | None) -> str | None:
-        """The gateway id of an ``Authorization`` header value ``Bearer TOKEN``, or ``None``
-        when the header is missing, malformed or the token is unknown."""
-        if not authorization:
+    def grant_for(self, authorization: str | None) -> Grant | None:
+        """The gateway id and scopes of an ``Authorization`` header value ``Bearer TOKEN``, or
+        ``None`` when the header is missing, malformed or the token is unknown."""
+        digest = bearer_digest(authorization)
+        if digest is None:
             return None
-        scheme, _, token = authorization.strip().partition(" ")
-        token = token.strip()
-        if scheme.lower() != "bearer" or not token:
-            return None
-        digest = hashlib.sha256(token.encode("utf-8", "surrogatepass")).digest()
-        found: str | None = None
+        found: Grant | None = None
         for e in self._entries:  # no early exit: every entry is compared
             if hmac.compare_digest(digest, e.digest):
-                found = e.gateway_id
+                found = Grant(e.gateway_id, e.scopes)
         return found
+
+    def gateway_for(self, authorization: str | None) -> str | None:
+        """The gateway id of :meth:`grant_for` (any scope), or ``None``."""
+        grant = self.grant_for(authorization)
+        return None if grant is None else grant.gateway_id
+
+
+def bearer_digest(authorization: str | None) -> bytes | None:
+    """The SHA-256 digest (32 bytes) of the token of an ``Authorization`` header value ``Bearer
+    TOKEN``; ``None`` when the header is missing or not of that form."""
+    if not authorization:
+        return None
+    scheme, _, token = authorization.strip().partition(" ")
+    token = token.strip()
+    if scheme.lower() != "bearer" or not token:
+        return None
+    return hashlib.sha256(token.encode("utf-8", "surrogatepass")).digest()
 
 
 def is_loopback(host: str) -> bool:

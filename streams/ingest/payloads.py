@@ -21,6 +21,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from streams.ingest.auth import Scope
 from streams.model.adapters import RUNTIMES, adapt
 from streams.model.adapters.openclaw_plugin import KB_EVENT_TYPES
 from streams.model.deadletter import DeadLetter, Reason, RejectedInput
@@ -98,12 +99,23 @@ class Item:
 
 @dataclass(frozen=True)
 class Accepted:
-    """A payload that became an event: the record key and value for ``hook-events``."""
+    """A payload that became an event: the record key and value for ``hook-events``, and the
+    scope a token needs to post it (:func:`scope_needed`)."""
 
     index: int
     event_id: str
     key: bytes
     value: bytes
+    scope: Scope = Scope.HOOKS
+
+
+def scope_needed(ev: HookEvent) -> Scope:
+    """The scope a token needs to post ``ev``: ``review`` for a KnowHub ``experience-reviewed``
+    line (it approves or rejects an experience), ``hooks`` for anything else."""
+    raw_type = (ev.raw or {}).get("type")
+    if ev.source == "knowhub" and "experience-reviewed" in (ev.event_type, raw_type):
+        return Scope.REVIEW
+    return Scope.HOOKS
 
 
 @dataclass(frozen=True)
@@ -254,7 +266,7 @@ def process(
             value = event_value(scrubbed)
             if len(value) > MAX_EVENT_BYTES:
                 raise RejectedInput(Reason.BODY_TOO_LARGE, f"event is {len(value)} bytes, over the {MAX_EVENT_BYTES}-byte record limit")
-            accepted.append(Accepted(it.index, ev.event_id, hook_event_key(scrubbed), value))
+            accepted.append(Accepted(it.index, ev.event_id, hook_event_key(scrubbed), value, scope_needed(scrubbed)))
         except Exception as exc:  # bad input never fails the request: anything unexpected is this payload's dead letter
             e = exc if isinstance(exc, RejectedInput) else RejectedInput(Reason.PROCESSING_ERROR, f"{type(exc).__name__}: {exc}"[:500])
             dl = DeadLetter.of(e, it.original, source, 0, it.index, received_at_ms, event_id=ev.event_id if ev else "")
