@@ -20,6 +20,8 @@ import re
 import tomllib
 from typing import Any
 
+from streams.ingest.hook_output import RUNTIME_HOOK_HEADER
+
 CLAUDE_EVENTS: dict[str, str | None] = {
     "UserPromptSubmit": None,
     "Stop": None,
@@ -32,8 +34,9 @@ CODEX_EVENTS: dict[str, str | None] = {"UserPromptSubmit": None, "Stop": None, "
 """Codex ``hooks.json`` events hivestream uses."""
 
 TOKEN_ENV = "HIVESTREAM_INGEST_TOKEN"
-MARK_HEADER = "X-Hivestream-Hook"
-"""Header hivestream writes into its ``http`` handlers (the server ignores it)."""
+MARK_HEADER = RUNTIME_HOOK_HEADER
+"""Header hivestream writes into its ``http`` handlers; the server answers a request carrying it
+with hook output Claude Code accepts instead of its verdict (:mod:`streams.ingest.hook_output`)."""
 MARK_ARG = "--hivestream-managed"
 """Argument hivestream writes into its ``command`` handlers and ``notify`` (``hivestream hook`` ignores it)."""
 _LEGACY_COMMAND = re.compile(r"\S*hivestream[\w.-]*'? hook (claude-code|codex) --url \S+( --detach)?")
