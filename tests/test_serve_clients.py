@@ -22,8 +22,10 @@ import pytest
 from hivestream.hooks.config import TOKEN_ENV
 from projections.reading import open_for_reading
 from streams.ingest.hook_log import HOOK_EVENTS, read_chunks
+from streams.ingest.hook_output import hook_output
 from streams.model.events import HookEvent
 from tests.anthropic_stub import REPLY, AnthropicStub
+from tests.hook_stand import AnswerStand
 from tests.serve_harness import REPO_ROOT, ServeProc, hivestream
 from tests.test_ingest_clients import _run_handler, claude_bin
 
@@ -159,6 +161,38 @@ def test_claude_code_reads_serves_answers_as_valid_hook_output_and_the_model_see
     assert {e.native_event for e in events} >= {"UserPromptSubmit", "Stop"} and all(e.gateway == gateway for e in events)
     for verdict_part in [gateway, "dead_lettered", "received_at_ms", *(e.event_id for e in events)]:  # ("durable" is in a tool's schema)
         assert verdict_part not in model_saw, verdict_part
+
+
+def test_a_hook_answers_additional_context_reaches_the_model_and_a_blocking_setting_is_what_the_installer_warned(tmp_path: Path) -> None:
+    cc = claude_bin()
+    if cc is None:
+        pytest.skip("Claude Code CLI not available (npm could not install @anthropic-ai/claude-code)")
+    home, project = tmp_path / "home", tmp_path / "project"
+    project.mkdir()
+    (home / ".claude").mkdir(parents=True)
+    context = "context-from-memory-3c9d"
+
+    def answer(_path: str, body: bytes) -> tuple[int, bytes]:
+        event = json.loads(body).get("hook_event_name")
+        return 200, json.dumps(hook_output(event, context if event == "UserPromptSubmit" else None)).encode()
+
+    stand, stub = AnswerStand(answer), AnthropicStub()
+    try:
+        _install("claude-code", home, stand.url)
+        env = _claude_env(home, stub, tmp_path)
+        lines = _one_turn_with_hook_debug(cc, env, project, "what is 2+2? (context)", tmp_path / "debug-context.log")
+        assert len(stand.seen) == 2 and context in json.dumps(stub.requests[-1])
+        assert any("provided additionalContext" in ln for ln in lines), lines
+        assert not [ln for ln in lines if "[ERROR]" in ln or "[WARN]" in ln or "unrecognized keys" in ln], lines
+        settings = home / ".claude" / "settings.json"
+        settings.write_text(json.dumps({**json.loads(settings.read_text()), "allowedHttpHookUrls": ["http://localhost:*/*"]}))
+        warned = _install("claude-code", home, stand.url)
+        assert warned.stderr.startswith("warning: allowedHttpHookUrls") and len(warned.stderr.splitlines()) == 1
+        lines = _one_turn_with_hook_debug(cc, env, project, "what is 2+2? (blocked)", tmp_path / "debug-blocked.log")
+        assert len(stand.seen) == 2 and sum("[WARN] HTTP hook blocked" in ln for ln in lines) == 2, lines  # as the installer said
+    finally:
+        stub.close()
+        stand.close()
 
 
 def test_the_openclaw_handler_posts_to_serve(tmp_path: Path) -> None:
