@@ -46,16 +46,20 @@ _IS_GW = f"starts_with(c.session, '{GATEWAY_SCOPE}')"
 
 ONE_SIDED_SQL = f"""
 WITH cap AS (SELECT c.frame_id, c.source, c.session, {_IS_GW} AS gw FROM frame_captures c),
-turn AS (SELECT f.frame_id, f.first_seen_ms, bool_or(cap.gw) AS has_gw, bool_or(NOT cap.gw) AS has_be
-         FROM frames f JOIN cap USING (frame_id)
-         WHERE f.event_type IN ('user-prompt-submit', 'stop') GROUP BY f.frame_id, f.first_seen_ms),
-paired AS (SELECT a.session FROM cap a JOIN cap b USING (frame_id) WHERE a.gw <> b.gw GROUP BY a.session)
+side AS (SELECT frame_id, bool_or(gw) AS has_gw, bool_or(NOT gw) AS has_be FROM cap GROUP BY frame_id),
+turn AS (SELECT f.frame_id, f.first_seen_ms, s.has_gw, s.has_be
+         FROM frames f JOIN side s USING (frame_id) WHERE f.event_type IN ('user-prompt-submit', 'stop')),
+paired AS (SELECT DISTINCT cap.session FROM cap JOIN side s USING (frame_id)
+           WHERE (cap.gw AND s.has_be) OR (NOT cap.gw AND s.has_gw))
 SELECT {day("t.first_seen_ms")} AS day, cap.source,
        CASE WHEN cap.gw THEN 'backend' ELSE 'gateway' END AS missing_side,
        count(DISTINCT t.frame_id) AS turns
 FROM turn t JOIN cap USING (frame_id)
 WHERE t.has_gw <> t.has_be AND cap.session IN (SELECT session FROM paired)
 GROUP BY ALL ORDER BY day, cap.source, missing_side"""
+"""The ``one-sided-turns`` query. A session is paired when one of its frames was also captured by the
+other side: each frame's sides are aggregated once (``side``), so the cost is linear in the captures
+(a self-join of the captures per frame was quadratic in one body's captures)."""
 
 LAG_SQL = """
 SELECT f.source AS first_source, c.source AS duplicate_source, count(*) AS duplicates,
