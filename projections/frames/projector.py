@@ -6,33 +6,25 @@ transaction holding the rows and the next offsets, so a kill -9 at any moment lo
 doubles nothing, and a re-delivered event (same event id) changes nothing. One projector per
 DuckDB file; it publishes a snapshot for readers every few seconds, between two batches: a
 checkpoint and a copy of the file's bytes (:func:`projections.frames.snapshot.publish_idle_snapshot`;
-less often while copies of a large file are slow and records keep coming). A snapshot that fails
-(a full disk) is one log line, leaves no temporary file and is tried again after a growing pause;
-one that would leave less than :data:`~projections.frames.snapshot.SNAPSHOT_RESERVE_BYTES` free is
-not tried.
+less often while copies of a large file are slow and records keep coming).
 """
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any
 
-import duckdb
-
 from projections.frames.decode import decode_frame_records
 from projections.frames.sink import DuckSink
-from projections.frames.snapshot import SnapshotPacing, publish_idle_snapshot, snapshot_room, write_heartbeat
+from projections.frames.snapshot import SnapshotPacing, publish_idle_snapshot, write_heartbeat
 from projections.reader.consumer import PartitionReader, TopicPartition
 from streams.kafka.connection import ConnectionLike
 from streams.memory_calls import MemoryToolCall
 from streams.model.clock import Clock, wall_clock_ms
 from streams.model.deadletter import DeadLetter, Reason, RejectedInput
-
-log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -239,7 +231,9 @@ class Projector:
                     if n or batch is not None:
                         last_record = now
                     dirty = dirty or bool(n)
-                    if dirty and pacing.due(now, quiet=batch is None) and self._publish(pacing, now, quiet=batch is None):
+                    if dirty and pacing.due(now, quiet=batch is None):
+                        publish_idle_snapshot(self.sink, self.clock())
+                        pacing.published(now, time.monotonic() - now, quiet=batch is None)
                         dirty = False
                     if self.snapshot_every_s and not dirty and now - last_beat >= self.snapshot_every_s:
                         write_heartbeat(self.sink, self.clock())
@@ -257,28 +251,8 @@ class Projector:
                 if pending is not None:
                     pending.result()
         if self.snapshot_every_s and dirty:
-            self._publish(pacing, time.monotonic(), quiet=True)
-        return self.report
-
-    def _publish(self, pacing: SnapshotPacing, now: float, *, quiet: bool) -> bool:
-        """Publish the snapshot if it fits on its disk; whether it was published. A failure is a
-        log line and a pause (``pacing.failed``), never raised."""
-        room = snapshot_room(self.sink.path)
-        if not room.ok:
-            if not pacing.failures:
-                log.warning("project: the snapshot is not published while its disk is this full (%s)", room.line())
-            pacing.failed(now)
-            return False
-        try:
             publish_idle_snapshot(self.sink, self.clock())
-        except (duckdb.Error, OSError) as e:
-            pause = pacing.failed(time.monotonic())
-            if pacing.failures == 1:
-                log.error("project: publishing the snapshot failed (%s: %s); tried again in %.0f s, then after a pause "
-                          "that doubles per failure", type(e).__name__, str(e).splitlines()[0] if str(e) else "", pause)
-            return False
-        pacing.published(now, time.monotonic() - now, quiet=quiet)
-        return True
+        return self.report
 
     def close(self) -> None:
         """Close the consumer (the sink is the caller's)."""
