@@ -5,6 +5,7 @@ tried, and serve keeps answering POSTs and ``/healthz`` ``ok`` meanwhile (a smal
 from __future__ import annotations
 
 import errno
+import itertools
 import json
 import logging
 import time
@@ -17,7 +18,7 @@ import pytest
 
 import hivestream.serve.publisher as publisher_mod
 from hivestream.serve.progress import Progress
-from hivestream.serve.publisher import PublishOptions, Publisher
+from hivestream.serve.publisher import Publisher, PublishOptions
 from hivestream.serve.read_gate import ReadGate
 from projections.frames.snapshot import copy_snapshot, snapshot_leftovers, snapshot_room
 from projections.reading import heartbeat_path, snapshot_path
@@ -92,7 +93,7 @@ def test_a_failing_snapshot_is_tried_again_after_a_pause_that_doubles(tmp_path: 
         pub.changed()  # records keep coming
         pub.publish()
         now[0] += 0.25
-    assert [b - a for a, b in zip(tries, tries[1:], strict=False)] == [2, 4, 8, 16, 32, 64, 120, 120, 120]
+    assert [b - a for a, b in itertools.pairwise(tries)] == [2, 4, 8, 16, 32, 64, 120, 120, 120]
     assert len([r for r in caplog.records if "publishing the snapshot" in r.getMessage()]) == 1  # one line, not one per try
     fail[0] = False
     now[0] = tries[-1] + 120
