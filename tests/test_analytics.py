@@ -8,10 +8,11 @@ import random
 from pathlib import Path
 
 import duckdb
+import numpy as np
 import pytest
 
 from hivestream.embedded.frames import EmbeddedRunner, run_files
-from projections.frames.analytics import ANALYTICS_QUERIES, GATEWAY_SCOPE, ONE_SIDED_SQL, day, whatif_counts, window_label
+from projections.frames.analytics import ANALYTICS_QUERIES, GATEWAY_SCOPE, ONE_SIDED_SQL, day, whatif_counts, whatif_frames, window_label
 from projections.frames.queries import QUERIES
 from projections.frames.schema import DDL
 from projections.named_query import run_query
@@ -309,3 +310,22 @@ def test_one_sided_turns_is_linear_in_one_bodys_captures(tmp_path: Path) -> None
     con = duckdb.connect()
     n = _generated(con, 7, 4_000)
     assert _max_operator_rows(con, ONE_SIDED_SQL, tmp_path / "profile.json") <= 4 * (n + 400)
+
+
+@pytest.mark.parametrize("seed", [5, 6])
+def test_whatif_frames_gives_the_greedy_loop_s_counts(seed: int) -> None:
+    """On random captures (ties, one key captured 3,000 times, keys captured once) the array version
+    gives what the per-capture loop gives, for every window."""
+    rng = random.Random(seed)
+    caps = [(rng.randrange(300), 1_790_000_000_000 + rng.randrange(0, 4 * 3_600_000, 250)) for _ in range(4_000)]
+    caps += [(7, 1_790_000_000_000 + rng.randrange(0, 86_400_000, 100)) for _ in range(3_000)]
+    caps += [(1_000 + i, 1_790_000_000_000 + i) for i in range(200)]
+    rng.shuffle(caps)
+    windows = [1, 250, 1_000, 60_000, 600_000, 3_600_000, 0]
+    by_key_time = sorted(caps)
+    want = [whatif_counts([str(k) for k, _t in by_key_time], [t for _k, t in by_key_time], w)[0] for w in windows]
+    got = whatif_frames(np.array([k for k, _t in caps], dtype=np.int64), np.array([t for _k, t in caps], dtype=np.int64), windows)
+    assert got == want
+    assert whatif_frames(np.zeros(0, np.int64), np.zeros(0, np.int64), windows) == [0] * len(windows)
+    top = np.iinfo(np.int64).max  # times at the end of BIGINT: t + W must not wrap around
+    assert whatif_frames(np.array([1, 1]), np.array([top - 5, top]), [10, 3]) == [1, 2]
