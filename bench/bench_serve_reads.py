@@ -15,7 +15,9 @@ Then, ``--runs`` rounds of three cases each, the cases' order rotating per round
 
 Figures are medians of the rounds (the rounds listed), each loaded case printed as a ratio to the
 anchor of the same run: the fraction of ingest's rate that remains under two concurrent heavy
-reads. Also printed: the CPU share of serve per case and how long the reads took.
+reads. Also printed: the CPU share of serve per case, how long the reads took, and how far the
+dedup loop was behind at the end of each case (records posted but not yet in DuckDB) and how long
+it took to catch up.
 
 Usage: ``python bench/bench_serve_reads.py [--runs 3] [--seconds 10] [--prefill 100000]``.
 """
@@ -75,8 +77,7 @@ async def loaded(url: str, read_url: str, token: str, seconds: float, kind: str)
 
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=600)) as http:
         readers = [asyncio.create_task(reader(http)) for _ in range(READERS if kind != "alone" else 0)]
-        await asyncio.sleep(1.0 if readers else 0)  # the reads are under way before the posts start
-        rate, lat = await singles(url, seconds)
+        rate, lat = await singles(url, seconds)  # its first second (connecting, warming up) is not measured: the reads are under way
         stop.set()
         await asyncio.gather(*readers)
     return rate, lat, read_lat, statuses
@@ -100,7 +101,8 @@ def main() -> None:
             assert marker is not None, "serve left no read note"
             read_url = f"http://127.0.0.1:{marker.port}"
             print(f"serve's file holds {held:,} log records before the cases ({time.perf_counter() - t_start:.0f} s in)", flush=True)
-            fig: dict[str, dict[str, list[float]]] = {k: {"rate": [], "p99": [], "cpu": [], "reads": [], "read_s": []} for k in CASES}
+            fig: dict[str, dict[str, list[float]]] = {k: {"rate": [], "p99": [], "cpu": [], "reads": [], "read_s": [], "behind": [], "catchup": []}
+                                                     for k in CASES}
             refused: dict[str, dict[int, int]] = {k: {} for k in CASES}
             for r in range(a.runs):
                 order = CASES[r % len(CASES):] + CASES[:r % len(CASES)]
@@ -113,6 +115,10 @@ def main() -> None:
                     f["rate"].append(rate)
                     f["p99"].append(pct(lat, 0.99) * 1000)
                     f["reads"].append(len(read_lat))
+                    f["behind"].append(serve.health()[1]["pending"])
+                    t0 = time.perf_counter()
+                    serve.wait_applied(timeout_s=900)
+                    f["catchup"].append(time.perf_counter() - t0)
                     if read_lat:
                         f["read_s"].append(statistics.median(read_lat))
                     for s, n in statuses.items():
@@ -131,7 +137,8 @@ def main() -> None:
         rate, p99 = statistics.median(f["rate"]), statistics.median(f["p99"])
         rounds = " / ".join(f"{x:,.0f}" for x in f["rate"])
         line = (f"  {kind:<13} {rate:,.0f} events/s ({rounds}), p99 {p99:.0f} ms ({' / '.join(f'{x:.0f}' for x in f['p99'])}), "
-                f"serve {statistics.median(f['cpu']):.0%} of one core")
+                f"serve {statistics.median(f['cpu']):.0%} of one core; the dedup loop {statistics.median(f['behind']):,.0f} records behind "
+                f"at the end, caught up {statistics.median(f['catchup']):.1f} s later")
         if kind != "alone":
             line += (f"; {READERS} readers got {sum(f['reads']):.0f} answers (median {statistics.median(f['read_s']) if f['read_s'] else 0:.2f} s)"
                      f"{f', refused {refused[kind]}' if refused[kind] else ''}; ratio to alone: rate {rate / b_rate:.2f}, p99 {p99 / b_p99:.2f}")
