@@ -108,6 +108,14 @@ def test_a_failing_snapshot_is_tried_again_after_a_pause_that_doubles(tmp_path: 
     con.close()
 
 
+def _beat(db: Path) -> int:
+    """When serve last noted that its snapshot held every record (epoch ms; 0: not yet)."""
+    try:
+        return int(json.loads(heartbeat_path(db).read_text())["checked_at_ms"])
+    except (OSError, ValueError, KeyError):
+        return 0
+
+
 def _post_batches(url: str, tag: str, n: int) -> None:
     for b in range(n):
         r = httpx.post(url + "/v1/hooks/claude-code", json=[prompt(f"{tag}{b}", i) for i in range(500)], timeout=60)
@@ -122,26 +130,28 @@ def test_serve_on_a_nearly_full_disk_takes_posts_stays_healthy_and_leaves_no_sna
         proc = ServeProc(db, "--no-report", "--snapshot-every", "0.2")
         try:
             wait_until(lambda: _left(db) == [], 30, "the leftovers of a killed copy to be removed at start", 0.1)
-            _post_batches(proc.url, "fill", 80)  # 40,000 captures: a copy of ~15 MiB
+            _post_batches(proc.url, "fill", 40)  # 20,000 captures: a copy of ~8 MiB, a file and WAL of ~18
             proc.wait_applied()
-            wait_until(lambda: snapshot_path(db).exists() and heartbeat_path(db).exists(), 60, "the first snapshot")
-            _post_batches(proc.url, "more", 1)  # the snapshot is due again
-            filler = fill_leaving(fs, 12 << 20)  # room for the log, not for a copy and the reserve
-            published = json.loads(heartbeat_path(db).read_text())["checked_at_ms"]
+            _post_batches(proc.url, "more", 1)
+            proc.wait_applied()
+            applied_at = int(time.time() * 1000)
+            wait_until(lambda: _beat(db) > applied_at, 120, "a snapshot of every record (its heartbeat)", 0.2)
+            filler = fill_leaving(fs, 20 << 20)  # room for the log, not for a copy (~18 MiB + 8 for its WAL) and the reserve (16 MiB)
+            published = _beat(db)
             seen: list[tuple[int, str, int, list[str]]] = []
-            for i in range(40):
-                status, health = proc.health()
-                r = httpx.post(proc.url + "/v1/hooks/claude-code", json=prompt("nearly-full", i), timeout=30)
+            deadline = time.monotonic() + 120
+            while len(seen) < 40 or "the snapshot is not published while its disk is this full" not in proc.text():
+                assert time.monotonic() < deadline, "serve never said why no snapshot is published:\n" + proc.text()[-3000:]
+                status, health = proc.health()  # each post makes a snapshot due again
+                r = httpx.post(proc.url + "/v1/hooks/claude-code", json=prompt("nearly-full", len(seen)), timeout=30)
                 seen.append((status, health["status"], r.status_code, _left(db)))
-                time.sleep(0.1)
+                time.sleep(0.2)
             assert {s[:3] for s in seen} == {(200, "ok", 200)}, seen
             assert all(s[3] == [] for s in seen), seen
-            assert json.loads(heartbeat_path(db).read_text())["checked_at_ms"] == published  # no copy: no heartbeat either
+            assert _beat(db) == published  # no copy: no heartbeat either
             filler.unlink()
-            wait_until(lambda: json.loads(heartbeat_path(db).read_text())["checked_at_ms"] > published, 60,
-                       "the snapshot once there is room again", 0.2)
+            wait_until(lambda: _beat(db) > published, 120, "the snapshot once there is room again", 0.2)
         finally:
             assert proc.stop() == 0, proc.text()[-3000:]
         assert _left(db) == []
-        assert "the snapshot is not published while its disk is this full" in proc.text()
         assert "publishing the snapshot or the report failed" not in proc.text()
