@@ -142,3 +142,31 @@ def test_serve_s_duckdb_runs_a_query_on_one_thread(tmp_path: Path) -> None:
         assert run.runner.sink.con.execute("SELECT current_setting('threads')").fetchone() == (1,)
     finally:
         run.close()
+
+
+async def test_a_heavy_read_whose_client_left_keeps_its_slot_until_its_work_ends() -> None:
+    reads, gate = _reads()
+    started, release = threading.Event(), threading.Event()
+    order: list[str] = []
+
+    def first() -> str:
+        started.set()
+        release.wait(30)
+        order.append("first done")
+        return "first"
+
+    def second() -> str:
+        order.append("second ran")
+        return "second"
+
+    gone = asyncio.create_task(reads._heavy_in_pool(first))
+    await asyncio.to_thread(started.wait, 30)
+    gone.cancel()  # the client hung up; its computation goes on in the pool
+    nxt = asyncio.create_task(reads._heavy_in_pool(second))
+    await asyncio.sleep(0.3)
+    assert order == [] and not nxt.done()
+    release.set()
+    assert await asyncio.wait_for(nxt, 30) == "second"
+    assert order == ["first done", "second ran"]
+    reads.pool.shutdown()
+    gate.set(None)

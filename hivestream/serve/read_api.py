@@ -115,25 +115,32 @@ class ReadApp:
         return await asyncio.get_running_loop().run_in_executor(self.pool, fn)
 
     async def _heavy_in_pool(self, fn: Callable[[], Any]) -> Any:
-        """``fn`` in the pool once no other heavy read runs.
+        """``fn`` in the pool once no other heavy read runs. The slot is taken back when ``fn``
+        returns in its thread, not when the request goes away (a client that hangs up leaves a
+        computation running that the next heavy read would otherwise run beside).
 
         Raises:
             Busy: :data:`HEAVY_QUEUE` heavy reads wait already.
         """
         if self._heavy is None:
             self._heavy = asyncio.Semaphore(1)
-        if self._heavy.locked() and self._heavy_waiting >= HEAVY_QUEUE:
+        heavy = self._heavy
+        if heavy.locked() and self._heavy_waiting >= HEAVY_QUEUE:
             raise Busy(f"{HEAVY_QUEUE + 1} heavy reads (the report, per-capture analytics) are running or waiting; "
                        f"ask again in {BUSY_RETRY_AFTER_S} s")
         self._heavy_waiting += 1
         try:
-            await self._heavy.acquire()
+            await heavy.acquire()
         finally:
             self._heavy_waiting -= 1
+        loop = asyncio.get_running_loop()
         try:
-            return await self._in_pool(fn)
-        finally:
-            self._heavy.release()
+            done = self.pool.submit(fn)
+        except BaseException:
+            heavy.release()
+            raise
+        done.add_done_callback(lambda _f: loop.call_soon_threadsafe(heavy.release))
+        return await asyncio.wrap_future(done)
 
     def _busy(self, e: Busy) -> web.Response:
         r = self._json(503, {"error": "busy", "detail": str(e)})
