@@ -3,13 +3,16 @@ hand here, and on the real corpus."""
 
 from __future__ import annotations
 
+import json
+import random
 from pathlib import Path
 
 import duckdb
+import numpy as np
 import pytest
 
 from hivestream.embedded.frames import EmbeddedRunner, run_files
-from projections.frames.analytics import ANALYTICS_QUERIES, whatif_counts, window_label
+from projections.frames.analytics import ANALYTICS_QUERIES, GATEWAY_SCOPE, ONE_SIDED_SQL, day, whatif_counts, whatif_frames, window_label
 from projections.frames.queries import QUERIES
 from projections.frames.schema import DDL
 from projections.named_query import run_query
@@ -231,3 +234,98 @@ def test_frame_queries_are_listed_with_a_description() -> None:
 
     for name in (*ANALYTICS_QUERIES, *QUERIES, "memory-reads-per-write", "memory-empty-reads", "memory-tool-errors"):
         assert name in ALL_QUERIES and len(ALL_QUERIES[name].description) > 20
+
+
+# The one-sided-turns definition as a self-join of each frame's captures: the reference the
+# aggregated query must agree with (it is quadratic in one body's captures).
+_GW_SQL = f"starts_with(c.session, '{GATEWAY_SCOPE}')"
+ONE_SIDED_REFERENCE = f"""
+WITH cap AS (SELECT c.frame_id, c.source, c.session, {_GW_SQL} AS gw FROM frame_captures c),
+turn AS (SELECT f.frame_id, f.first_seen_ms, bool_or(cap.gw) AS has_gw, bool_or(NOT cap.gw) AS has_be
+         FROM frames f JOIN cap USING (frame_id)
+         WHERE f.event_type IN ('user-prompt-submit', 'stop') GROUP BY f.frame_id, f.first_seen_ms),
+paired AS (SELECT a.session FROM cap a JOIN cap b USING (frame_id) WHERE a.gw <> b.gw GROUP BY a.session)
+SELECT {day("t.first_seen_ms")} AS day, cap.source,
+       CASE WHEN cap.gw THEN 'backend' ELSE 'gateway' END AS missing_side,
+       count(DISTINCT t.frame_id) AS turns
+FROM turn t JOIN cap USING (frame_id)
+WHERE t.has_gw <> t.has_be AND cap.session IN (SELECT session FROM paired)
+GROUP BY ALL ORDER BY day, cap.source, missing_side"""
+
+
+def _generated(con: duckdb.DuckDBPyConnection, seed: int, hot_captures: int) -> int:
+    """Random frames and captures over gateway, backend and session-less captures, and one body
+    captured ``hot_captures`` times by both sides; returns the capture count."""
+    rng = random.Random(seed)
+    for stmt in DDL:
+        con.execute(stmt)
+    sessions = [f"{GATEWAY_SCOPE}ch{i}" for i in range(6)] + [f"s{i}" for i in range(10)] + [None]
+    sources = ["claude-code", "codex", "openclaw"]
+    frames, caps = [], []
+    for f in range(400):
+        t0 = D1 + rng.randrange(5 * 86_400_000)
+        et = rng.choice(["user-prompt-submit", "stop", "stop", "user-prompt-submit", "pre-tool-use"])
+        n = hot_captures if f == 0 else rng.choice([1, 1, 1, 2, 2, 3, 5])
+        for i in range(n):
+            caps.append((f"e{f}-{i}", f"F{f}", rng.choice(sources), rng.choice(sessions), t0 + i * 10, i > 0))
+        frames.append((f"F{f}", f"K{f}", f"K{f}", "body", "claude-code", "s0", et, None, None, "normal", t0, t0, t0 + n * 10, n,
+                       sorted(sources)))
+    con.executemany("INSERT INTO frames VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", frames)
+    con.executemany("INSERT INTO frame_captures VALUES (?, ?, ?, ?, 'x', ?, ?, 0, 0, false)", [list(c) for c in caps])
+    return len(caps)
+
+
+def _max_operator_rows(con: duckdb.DuckDBPyConnection, sql: str, out: Path) -> int:
+    """The largest row count any operator of ``sql``'s plan produced (DuckDB's JSON profile)."""
+    con.execute("SET enable_profiling = 'json'")
+    con.execute(f"SET profiling_output = '{out.as_posix()}'")
+    try:
+        con.execute(sql).fetchall()
+    finally:
+        con.execute("RESET enable_profiling")
+    rows = 0
+    stack = list(json.loads(out.read_text())["operator"])
+    while stack:
+        op = stack.pop()
+        rows = max(rows, int(op.get("intermediate_rows", 0)))
+        stack.extend(op.get("children", []))
+    return rows
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_one_sided_turns_agrees_with_the_self_join_definition(seed: int) -> None:
+    """On random projections with one body captured 1,500 times by both sides, the query gives the
+    reference's rows, and no operator of its plan makes more rows than a few per capture (the
+    reference's self-join makes ~560,000 for that body alone)."""
+    con = duckdb.connect()
+    _generated(con, seed, 1_500)
+    want = con.execute(ONE_SIDED_REFERENCE).fetchall()
+    assert want, "the generated data has one-sided turns"
+    assert q(con, "one-sided-turns") == want
+
+
+def test_one_sided_turns_is_linear_in_one_bodys_captures(tmp_path: Path) -> None:
+    """One body captured 4,000 times by both sides: no operator of the query's plan makes more rows
+    than four per capture or frame (a self-join of that body's captures would make ~4,000,000)."""
+    con = duckdb.connect()
+    n = _generated(con, 7, 4_000)
+    assert _max_operator_rows(con, ONE_SIDED_SQL, tmp_path / "profile.json") <= 4 * (n + 400)
+
+
+@pytest.mark.parametrize("seed", [5, 6])
+def test_whatif_frames_gives_the_greedy_loop_s_counts(seed: int) -> None:
+    """On random captures (ties, one key captured 3,000 times, keys captured once) the array version
+    gives what the per-capture loop gives, for every window."""
+    rng = random.Random(seed)
+    caps = [(rng.randrange(300), 1_790_000_000_000 + rng.randrange(0, 4 * 3_600_000, 250)) for _ in range(4_000)]
+    caps += [(7, 1_790_000_000_000 + rng.randrange(0, 86_400_000, 100)) for _ in range(3_000)]
+    caps += [(1_000 + i, 1_790_000_000_000 + i) for i in range(200)]
+    rng.shuffle(caps)
+    windows = [1, 250, 1_000, 60_000, 600_000, 3_600_000, 0]
+    by_key_time = sorted(caps)
+    want = [whatif_counts([str(k) for k, _t in by_key_time], [t for _k, t in by_key_time], w)[0] for w in windows]
+    got = whatif_frames(np.array([k for k, _t in caps], dtype=np.int64), np.array([t for _k, t in caps], dtype=np.int64), windows)
+    assert got == want
+    assert whatif_frames(np.zeros(0, np.int64), np.zeros(0, np.int64), windows) == [0] * len(windows)
+    top = np.iinfo(np.int64).max  # times at the end of BIGINT: t + W must not wrap around
+    assert whatif_frames(np.array([1, 1]), np.array([top - 5, top]), [10, 3]) == [1, 2]

@@ -178,3 +178,13 @@ def test_a_publication_that_fails_is_one_line_from_the_projector(kafka_bootstrap
     assert "Traceback" not in done.stderr
     lines = [line for line in done.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("error:") and "p.duckdb.snapshot.tmp" in lines[0], done.stderr
+
+
+def test_a_path_with_a_quote_is_copied(tmp_path: Path) -> None:
+    """``COPY FROM DATABASE`` attaches the copy by its path: a quote in it is part of the name, not the end of the SQL string."""
+    db = tmp_path / "it's memory.duckdb"
+    with DuckSink(db) as sink:
+        sink.apply_batch(_events(50, seed=3), [], {("ns.frames", 0): 50})
+        publish_snapshot(sink, 5)
+    assert len(_read_in_another_process(snapshot_path(db))["frame_captures"]) == 50
+    assert not Path(f"{snapshot_path(db)}.tmp").exists()

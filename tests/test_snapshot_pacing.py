@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from projections.frames.snapshot import SNAPSHOT_GAP_PER_COPY_S, SnapshotPacing
+from projections.frames.snapshot import SNAPSHOT_GAP_PER_COPY_S, SNAPSHOT_RETRY_CAP_S, SnapshotPacing
 
 
 def test_the_first_snapshot_is_due_at_once_and_never_when_off() -> None:
@@ -49,3 +49,13 @@ def test_a_copy_cut_under_load_is_followed_by_one_at_once_when_the_stream_goes_q
     assert not p.due(101.0, quiet=True)  # a trickle of quiet copies keeps every_s
     assert not p.due(102.7, quiet=True)
     assert p.due(102.8, quiet=True)
+
+
+def test_failures_in_a_row_double_the_pause_up_to_the_cap_and_a_success_resets_it() -> None:
+    p = SnapshotPacing(1.0)
+    pauses = [p.failed(10.0) for _ in range(9)]
+    assert pauses == [2, 4, 8, 16, 32, 64, SNAPSHOT_RETRY_CAP_S, SNAPSHOT_RETRY_CAP_S, SNAPSHOT_RETRY_CAP_S]
+    assert not p.due(10.0 + SNAPSHOT_RETRY_CAP_S - 0.01, quiet=True)  # a quiet stream waits out the pause too
+    assert p.due(10.0 + SNAPSHOT_RETRY_CAP_S, quiet=False)
+    p.published(200.0, 0.1)
+    assert p.failures == 0 and p.due(201.1, quiet=False)

@@ -117,15 +117,16 @@ class LogRun:
 
 
 def open_log_run(db: str | Path, settings: Settings | None = None, kb_settings: KbSettings | None = None, *,
-                 completer: Completer | None = None) -> LogRun:
-    """Open ``db`` for applying log records (both projections on one connection).
+                 completer: Completer | None = None, duckdb_threads: int | None = None) -> LogRun:
+    """Open ``db`` for applying log records (both projections on one connection; ``duckdb_threads``:
+    DuckDB's threads for it, else DuckDB's default, see :class:`~projections.frames.sink.DuckSink`).
 
     Raises:
         projections.frames.sink.MetaMismatch: when ``db`` was built with other dedup settings.
         duckdb.IOException: when another process holds ``db``.
     """
     clock = RecordClock()
-    runner = EmbeddedRunner(db, settings, clock)
+    runner = EmbeddedRunner(db, settings, clock, duckdb_threads=duckdb_threads)
     try:
         kb_sink = KbSink(db, con=runner.sink.con.cursor())
         kb = KbRunner(kb_sink, kb_settings or KbSettings(), completer=completer, clock=clock, report=KbRunReport(db=str(db)))

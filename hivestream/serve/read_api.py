@@ -17,6 +17,15 @@ no read token: a gateway may post, not read the memory) and answer ``503 {"error
 :class:`~hivestream.serve.read_gate.ReadGate` lends (DuckDB MVCC: the file as of the query's start;
 the dedup loop goes on committing) in a pool of its own of two threads, so reads never take the
 threads the log's fsyncs run in, and at most two run at once.
+
+Reads share the process with ingest, so their cost is bounded (two concurrent reports took
+ingest from ~3,000 to ~900 events/s on two cores; ``bench/bench_serve_reads.py``): the read
+threads run at a lower CPU priority (Linux; they take spare CPU, not the HTTP side's or the dedup
+loop's), and a **heavy** read (the report, the per-capture analytics of :data:`HEAVY_QUERIES`, a
+query computed in Python) runs one at a time: the next ones wait in line, at most
+:data:`HEAVY_QUEUE` of them; one more is answered ``503 {"error": "busy"}`` with ``Retry-After``.
+The other queries keep the second thread. A report is kept for as long as the file has applied no
+new record, so asking again costs nothing.
 """
 
 from __future__ import annotations
@@ -28,6 +37,7 @@ import logging
 import os
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import duckdb
@@ -35,6 +45,7 @@ from aiohttp import web
 
 from hivestream.serve.log_writer import HookLog
 from hivestream.serve.progress import Progress
+from hivestream.serve.publisher import lower_priority
 from hivestream.serve.read_gate import ReadGate, Unavailable
 from projections.experiences.queries import KB_QUERIES, KB_REVIEW_QUERIES
 from projections.frames.analytics import ANALYTICS_QUERIES, MEMORY_QUERIES
@@ -52,11 +63,21 @@ pending|search|approve|reject`` and ``stubs query``'s."""
 
 MAX_REQUEST_BYTES = 64 << 10
 READ_THREADS = 2
+HEAVY_QUEUE = 4
+"""Heavy reads that may wait for the one running; one more is refused with 503 and ``Retry-After``."""
+BUSY_RETRY_AFTER_S = 2
+
+HEAVY_QUERIES = frozenset(ANALYTICS_QUERIES) | frozenset(n for qs in QUERY_SETS.values() for n, q in qs.items() if q.compute is not None)
+"""Queries that run one at a time with the report: the per-capture analytics and those computed in Python."""
 
 
 def _line(e: BaseException) -> str:
     text = str(e).splitlines()[0] if str(e) else ""
     return f"{type(e).__name__}: {text}"[:500]
+
+
+class Busy(Exception):
+    """Too many heavy reads are running or waiting: the answer is 503 with ``Retry-After``."""
 
 
 class ReadApp:
@@ -75,7 +96,10 @@ class ReadApp:
         self.log = hook_log
         self._auth = f"Bearer {token}".encode()
         self.clock = clock
-        self.pool = ThreadPoolExecutor(max_workers=READ_THREADS, thread_name_prefix="hivestream-serve-read")
+        self.pool = ThreadPoolExecutor(max_workers=READ_THREADS, thread_name_prefix="hivestream-serve-read", initializer=lower_priority)
+        self._heavy: asyncio.Semaphore | None = None
+        self._heavy_waiting = 0
+        self._report: tuple[tuple[int, Path], bytes] | None = None  # (applied, file) -> the page, while nothing new is applied
 
     def _json(self, status: int, body: dict[str, Any]) -> web.Response:
         return web.Response(body=json.dumps(body, default=str).encode(), status=status, content_type="application/json")
@@ -90,6 +114,39 @@ class ReadApp:
 
     async def _in_pool(self, fn: Callable[[], Any]) -> Any:
         return await asyncio.get_running_loop().run_in_executor(self.pool, fn)
+
+    async def _heavy_in_pool(self, fn: Callable[[], Any]) -> Any:
+        """``fn`` in the pool once no other heavy read runs. The slot is taken back when ``fn``
+        returns in its thread, not when the request goes away (a client that hangs up leaves a
+        computation running that the next heavy read would otherwise run beside).
+
+        Raises:
+            Busy: :data:`HEAVY_QUEUE` heavy reads wait already.
+        """
+        if self._heavy is None:
+            self._heavy = asyncio.Semaphore(1)
+        heavy = self._heavy
+        if heavy.locked() and self._heavy_waiting >= HEAVY_QUEUE:
+            raise Busy(f"{HEAVY_QUEUE + 1} heavy reads (the report, per-capture analytics) are running or waiting; "
+                       f"ask again in {BUSY_RETRY_AFTER_S} s")
+        self._heavy_waiting += 1
+        try:
+            await heavy.acquire()
+        finally:
+            self._heavy_waiting -= 1
+        loop = asyncio.get_running_loop()
+        try:
+            done = self.pool.submit(fn)
+        except BaseException:
+            heavy.release()
+            raise
+        done.add_done_callback(lambda _f: loop.call_soon_threadsafe(heavy.release))
+        return await asyncio.wrap_future(done)
+
+    def _busy(self, e: Busy) -> web.Response:
+        r = self._json(503, {"error": "busy", "detail": str(e)})
+        r.headers["Retry-After"] = str(BUSY_RETRY_AFTER_S)
+        return r
 
     def _state(self) -> dict[str, Any]:
         return {"applied": self.progress.applied, "log_records": self.log.next_offset, "pid": os.getpid()}
@@ -117,7 +174,9 @@ class ReadApp:
             return {"columns": cols, "rows": [list(r) for r in rows], **state}
 
         try:
-            answer = await self._in_pool(run)
+            answer = await (self._heavy_in_pool(run) if name in HEAVY_QUERIES else self._in_pool(run))
+        except Busy as e:
+            return self._busy(e)
         except Unavailable as e:
             return self._json(503, {"error": "unavailable", "detail": str(e)})
         except duckdb.Error as e:
@@ -132,22 +191,31 @@ class ReadApp:
         if not self._authorized(request):
             return self._unauthorized()
 
-        def run() -> str:
+        def run() -> bytes:
             from hivestream.report import Sources, render_html
 
             s = self._state()
             with self.gate.cursor() as (cur, path):
+                key = (int(s["applied"]), path)
+                kept = self._report
+                if kept is not None and kept[0] == key:
+                    return kept[1]  # nothing applied since that page: the same rows
                 note = (f"answered by hivestream serve (pid {s['pid']}) from {path} itself: {s['applied']:,} of the "
                         f"{s['log_records']:,} records of its log applied")
-                return render_html(Sources(cur, cur, cur, [note]), generated_at_ms=self.clock())
+                page = render_html(Sources(cur, cur, cur, [note]), generated_at_ms=self.clock()).encode()
+            if self.progress.applied == key[0]:  # no batch committed while it was made: it is the file as of key
+                self._report = (key, page)
+            return page
 
         try:
-            page: str = await self._in_pool(run)
+            page: bytes = await self._heavy_in_pool(run)
+        except Busy as e:
+            return self._busy(e)
         except Unavailable as e:
             return self._json(503, {"error": "unavailable", "detail": str(e)})
         except Exception as e:  # duckdb.Error: a file of an unexpected shape
             return self._json(422 if isinstance(e, duckdb.Error) else 500, {"error": "report_failed", "detail": _line(e)})
-        return web.Response(text=page, content_type="text/html")
+        return web.Response(body=page, content_type="text/html", charset="utf-8")
 
     def build(self) -> web.Application:
         """The aiohttp application."""

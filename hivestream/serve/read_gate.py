@@ -57,6 +57,11 @@ class ReadGate:
             self._base = con.cursor() if con is not None else None
             self._path = path
 
+    @property
+    def path(self) -> Path | None:
+        """The file whose connection is lent now (``None`` while none is)."""
+        return self._path
+
     @contextlib.contextmanager
     def cursor(self) -> Iterator[tuple[duckdb.DuckDBPyConnection, Path]]:
         """A cursor of its own (closed on exit) and the file's path.

@@ -5,7 +5,11 @@ writer (``hivestream project``, ``hivestream serve``) publishes a consistent cop
 A copy reads the whole file, so its cost grows with the projection: :class:`SnapshotPacing` keeps
 the copies to a bounded share of the writer's time (the gap after a copy is at least
 ``SNAPSHOT_GAP_PER_COPY_S`` times the copy's own duration) and publishes at once when a burst
-ends, so a caught-up projection is readable one copy after its last write.
+ends, so a caught-up projection is readable one copy after its last write. A failed copy leaves
+nothing behind (its ``.snapshot.tmp`` and that file's WAL are removed), and the next is tried after
+a pause that doubles per failure in a row; a copy that would leave less than a reserve free on
+its file system is not tried at all (:func:`snapshot_room`), so a snapshot never takes the disk
+space the writer's log needs.
 """
 
 from __future__ import annotations
@@ -26,6 +30,24 @@ SNAPSHOT_GAP_PER_COPY_S = 9.0
 """Seconds of gap after a copy per second the copy took: copies take at most a tenth of the
 writer's time while records keep coming (a 200,000-event projection copied every 2 s took ~40 %
 of the projector's CPU in ``bench/bench_e2e.py``)."""
+
+
+SNAPSHOT_RETRY_CAP_S = 120.0
+"""Longest pause before the next copy after failed ones (seconds): the pause after ``k`` failures
+in a row is ``max(1, every_s) * 2**k``, capped here (a full disk was retried every ~2 s, each try
+writing megabytes into the space freed by the one before)."""
+
+SNAPSHOT_RESERVE_BYTES = 64 << 20
+"""Free space a copy must leave on its file system (bytes; on a file system smaller than ten times
+this, a tenth of its size and at least :data:`SNAPSHOT_RESERVE_MIN_BYTES`), as the copy's
+estimated size is counted by :func:`snapshot_room`: the writer's log and WAL on the same disk keep
+at least this (serve's ``/healthz`` says ``disk_full`` below 4 MiB)."""
+
+SNAPSHOT_RESERVE_MIN_BYTES = 8 << 20
+"""The least reserve a copy leaves free, whatever the file system's size (bytes)."""
+
+SNAPSHOT_WAL_SLACK_BYTES = 8 << 20
+"""What a copy's own WAL may take beside its file while it is written (bytes; 4-6 MB seen)."""
 
 
 class DuckSinkLike(Protocol):
@@ -54,18 +76,22 @@ class SnapshotPacing:
     stream is quiet (nothing polled, nothing being written), a copy is due at once if the last one
     was cut while records were in flight (the burst it was cut from has ended, and readers get
     its end now, not up to ``every_s`` later: one more copy per busy one at most), else
-    ``every_s`` after the last.
+    ``every_s`` after the last. After ``k`` failed copies in a row (:meth:`failed`) the next is due
+    ``min(SNAPSHOT_RETRY_CAP_S, max(1, every_s) * 2**k)`` after the last failure, quiet or not.
     """
 
     every_s: float
     _at: float = float("-inf")
     _gap: float = 0.0
     _cut_busy: bool = False
+    failures: int = 0
 
     def due(self, now: float, *, quiet: bool) -> bool:
         """Whether a snapshot is due at ``now`` (``quiet``: the stream has nothing in flight)."""
         if self.every_s <= 0:
             return False
+        if self.failures:
+            return now - self._at >= self._gap
         if quiet and self._cut_busy:
             return True
         return now - self._at >= (self.every_s if quiet else max(self.every_s, self._gap))
@@ -75,6 +101,82 @@ class SnapshotPacing:
         self._at = started + took_s
         self._gap = SNAPSHOT_GAP_PER_COPY_S * took_s
         self._cut_busy = not quiet
+        self.failures = 0
+
+    def failed(self, now: float) -> float:
+        """A copy failed at ``now``; returns the pause (seconds) before the next is due."""
+        self.failures += 1
+        self._at = now
+        self._gap = min(SNAPSHOT_RETRY_CAP_S, max(1.0, self.every_s) * 2.0 ** self.failures)
+        self._cut_busy = False
+        return self._gap
+
+
+def snapshot_leftovers(db: str | Path) -> list[Path]:
+    """The temporary files a copy of ``db`` writes before its rename: ``<db>.snapshot.tmp``, that
+    file's DuckDB WAL, and the heartbeat's ``.tmp`` (they outlive a copy only when a process dies
+    in it)."""
+    tmp = Path(f"{snapshot_path(db)}.tmp")
+    return [tmp, Path(f"{tmp}.wal"), Path(f"{heartbeat_path(db)}.tmp")]
+
+
+def remove_snapshot_leftovers(db: str | Path) -> list[Path]:
+    """Delete :func:`snapshot_leftovers` of ``db`` (call it only from the one writer of ``db``, with
+    no copy running); returns the files deleted. Raises nothing (a file that cannot be deleted stays)."""
+    gone = []
+    for p in snapshot_leftovers(db):
+        with contextlib.suppress(OSError):
+            p.unlink()
+            gone.append(p)
+    return gone
+
+
+@dataclass(frozen=True)
+class Room:
+    """Whether a copy of a database fits on the snapshot's file system.
+
+    Attributes:
+        ok: ``free_bytes - need_bytes >= reserve_bytes``, or the free space is unknown.
+        need_bytes: the copy's estimated peak size (bytes).
+        free_bytes: what the file system has free for this user (bytes; -1: unknown).
+        reserve_bytes: what must stay free (bytes).
+    """
+
+    ok: bool
+    need_bytes: int
+    free_bytes: int
+    reserve_bytes: int
+
+    def line(self) -> str:
+        """One line for a log: the figures in MiB."""
+        return (f"{self.free_bytes / 2**20:,.0f} MiB free, a copy needs ~{self.need_bytes / 2**20:,.0f} MiB "
+                f"and {self.reserve_bytes / 2**20:,.0f} MiB are kept for the log")
+
+
+def snapshot_room(db: str | Path, reserve_bytes: int = SNAPSHOT_RESERVE_BYTES) -> Room:
+    """Whether a snapshot of ``db`` fits beside it, leaving ``reserve_bytes`` free (a tenth of a
+    smaller file system, at least :data:`SNAPSHOT_RESERVE_MIN_BYTES`, when that is less).
+
+    The copy's size is estimated as the larger of the previous snapshot and the file with its WAL
+    (a copy holds the same rows, compacted: 113 MiB for a 113 MiB file of 400,000 captures), plus
+    :data:`SNAPSHOT_WAL_SLACK_BYTES` for the copy's own WAL. Raises nothing (unknown sizes count 0,
+    an unknown free space lets the copy be tried).
+    """
+    def size(p: Path) -> int:
+        try:
+            return p.stat().st_size
+        except OSError:
+            return 0
+
+    target = snapshot_path(db)
+    need = max(size(target), size(Path(db)) + size(Path(f"{db}.wal"))) + SNAPSHOT_WAL_SLACK_BYTES
+    try:
+        st = os.statvfs(target.parent)
+    except OSError:
+        return Room(True, need, -1, reserve_bytes)
+    free = st.f_bavail * st.f_frsize
+    reserve = min(reserve_bytes, max(SNAPSHOT_RESERVE_MIN_BYTES, st.f_blocks * st.f_frsize // 10))
+    return Room(free - need >= reserve, need, free, reserve)
 
 
 def write_heartbeat(sink: DuckSinkLike, checked_at_ms: int) -> None:
@@ -87,12 +189,16 @@ def write_heartbeat_of(db: Path, checked_at_ms: int) -> None:
     """:func:`write_heartbeat` for the file ``db`` (``<db>.snapshot.heartbeat``).
 
     Raises:
-        OSError: when the file cannot be written.
+        OSError: when the file cannot be written (its ``.tmp`` is removed).
     """
     target = heartbeat_path(db)
     tmp = Path(f"{target}.tmp")
-    tmp.write_text(json.dumps({"checked_at_ms": checked_at_ms}))
-    tmp.replace(target)
+    try:
+        tmp.write_text(json.dumps({"checked_at_ms": checked_at_ms}))
+        tmp.replace(target)
+    except OSError:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def publish_snapshot(sink: DuckSinkLike, published_at_ms: int) -> Path:
@@ -188,25 +294,34 @@ def copy_snapshot(con: duckdb.DuckDBPyConnection, db: Path, published_at_ms: int
         The snapshot path.
 
     Raises:
-        duckdb.Error, OSError: when the copy or the rename fails (the previous snapshot stays).
+        duckdb.Error, OSError: when the copy or the rename fails (the previous snapshot stays; the
+            partial copy and its WAL are removed).
     """
     target = snapshot_path(db)
     tmp = Path(f"{target}.tmp")
+    tmp_wal = Path(f"{tmp}.wal")
     tmp.unlink(missing_ok=True)
+    tmp_wal.unlink(missing_ok=True)  # a stale WAL would be replayed into the new copy
     row = con.execute("SELECT current_database()").fetchone()
-    main = row[0] if row else "main"
-    con.execute(f"ATTACH '{tmp.as_posix()}' AS _snap")
+    main = str(row[0]).replace('"', '""') if row else "main"
     try:
-        con.execute("BEGIN TRANSACTION")
+        con.execute("DETACH DATABASE IF EXISTS _snap")  # left attached by a copy whose DETACH failed
+        con.execute("ATTACH '{}' AS _snap".format(tmp.as_posix().replace("'", "''")))  # a path may hold a quote
         try:
-            con.execute(f'COPY FROM DATABASE "{main}" TO _snap')
-            _stamp(con, f'"{main}".', "_snap.", published_at_ms)
-            con.execute("COMMIT")
-        except BaseException:
-            with contextlib.suppress(duckdb.Error):
-                con.execute("ROLLBACK")
-            raise
-    finally:
-        con.execute("DETACH _snap")
-    tmp.replace(target)
+            con.execute("BEGIN TRANSACTION")
+            try:
+                con.execute(f'COPY FROM DATABASE "{main}" TO _snap')
+                _stamp(con, f'"{main}".', "_snap.", published_at_ms)
+                con.execute("COMMIT")
+            except BaseException:
+                with contextlib.suppress(duckdb.Error):
+                    con.execute("ROLLBACK")
+                raise
+        finally:
+            con.execute("DETACH _snap")
+        tmp.replace(target)
+    except BaseException:
+        tmp.unlink(missing_ok=True)  # a failed copy leaves no file taking disk space
+        tmp_wal.unlink(missing_ok=True)
+        raise
     return target
