@@ -146,13 +146,14 @@ def test_reminders_equal_hivestreams_reconstruction_and_tools_answer_through_the
     res = {r["id"]: r for r in report["toolResults"]}
     text = res["t1"]["text"]
     assert "untrusted historical data" in text and "[exp-approved-1] Kafka consumer group keeps &lt;b&gt;rebalancing&lt;/b&gt;" in text
-    assert "<b>" not in text and "600000" not in text  # an index: titles, not bodies
+    assert text.startswith('<knowhub-experiences trust="untrusted">') and "<b>" not in text
+    assert "600000" not in text  # an index: titles, not bodies
     assert [r["id"] for r in res["t1"]["details"]["results"]] == ["exp-approved-1"]
     [submit] = knowhub.requests("/api/submit")
     assert submit.body == {**SUBMIT, "agent_id": A[1], "submitted_by": "dana@example.org", "session_key": A[0]}
     assert res["t3"]["text"].startswith(f"Submitted to KnowHub as {OWN_ID}: pending")
     full = res["t4"]["text"]
-    assert full.startswith('<knowhub-experience id="exp-approved-1">') and "untrusted historical data" in full
+    assert full.startswith('<knowhub-experience id="exp-approved-1" trust="untrusted">') and "untrusted historical data" in full
     assert "Result: Raised max.poll.interval.ms to 600000" in full and "&lt;b&gt;" in full
     assert "shown once a reviewer approves it" in res["t5"]["text"] and "setuptools" not in res["t5"]["text"]
     assert "Task: Kafka consumer kept rebalancing" in res["t6"]["text"]  # its writer reads its own pending submission
@@ -165,6 +166,10 @@ def test_reminders_equal_hivestreams_reconstruction_and_tools_answer_through_the
 SECRET = "sk-proj-" + "Zq7Lm2Vx9Rt4Wb8Kc3Hd6Jf1Ng5Ps0Yu"  # invented, in the OpenAI key shape
 
 
+INDEX = ('<knowhub-experiences trust="untrusted">\n1. [exp-1] Old lesson (score 1.00)\n</knowhub-experiences>\n'
+         "Call kb_content with an id for the whole experience.")
+
+
 def test_extraction_when_enabled_sends_a_redacted_run_in_the_background(tmp_path: Path, knowhub: KnowHubStub) -> None:
     knowhub.extraction = True
     knowhub.hold_extract_s = 1.5
@@ -175,6 +180,7 @@ def test_extraction_when_enabled_sends_a_redacted_run_in_the_background(tmp_path
         {"role": "assistant", "content": [{"type": "thinking", "thinking": "private"}, {"type": "text", "text": "Pinned the runner image."},
                                           {"type": "toolCall", "id": "c1", "name": "exec", "arguments": {"cmd": "ls"}}]},
         {"role": "toolResult", "toolCallId": "c1", "toolName": "exec", "content": [{"type": "text", "text": "ok"}], "isError": False},
+        {"role": "toolResult", "toolCallId": "c2", "toolName": "kb_search", "isError": False, "content": [{"type": "text", "text": INDEX}]},
         {"role": "user", "content": "<knowhub-reminder kind=\"start\">\nNew task: search KnowHub first.\n</knowhub-reminder>\nthanks"},
     ]
     steps = [llm(A, "a1"), llm(A, "a1"), end(A, "a1", messages), llm(B, "b1"), end(B, "b1", []), {"op": "stop"}]
@@ -187,7 +193,8 @@ def test_extraction_when_enabled_sends_a_redacted_run_in_the_background(tmp_path
     sent = json.dumps(body)
     assert SECRET not in sent and "dana.rivera" not in sent and "/Users/dana" not in sent and "private" not in sent
     assert "[REDACTED:openai_key]" in sent and "[REDACTED:email]" in sent and "/Users/[REDACTED:home_user]/app" in sent
-    assert "knowhub-reminder" not in sent and body["messages"][-1]["content"] == "thanks"  # its own reminder is not sent back
+    assert "knowhub-" not in sent and "Old lesson" not in sent  # its own reminders and search answers are not sent back
+    assert body["messages"][-1]["content"] == "thanks"
     assert "Pinned the runner image.\n[tool call: exec]" in sent.replace("\\n", "\n")
     # neither hook waited for the network: agent_end returned before the held extraction answered,
     # the first prompt build before the held first hook post did
@@ -271,3 +278,16 @@ def test_the_client_redactor_finds_what_hivestreams_strict_rules_find(tmp_path: 
     # the plugin's own defaults are the manifest's
     schema = json.loads((PLUGIN_DIR / "openclaw.plugin.json").read_text())["configSchema"]["properties"]
     assert got["defaults"] == {k: p["default"] for k, p in schema.items()}
+
+
+def test_the_installed_plugin_loads_and_answers(tmp_path: Path, knowhub: KnowHubStub) -> None:
+    from hivestream.hooks.openclaw_plugin import PLUGIN_ID, apply_plugin
+
+    assert apply_plugin(install=True, url=knowhub.url, scope="user", dry_run=False, home=tmp_path, env={}) == 0
+    installed = tmp_path / ".openclaw" / "extensions" / PLUGIN_ID
+    config = json.loads((tmp_path / ".openclaw" / "openclaw.json").read_text())["plugins"]["entries"][PLUGIN_ID]["config"]
+    steps = [llm(A, "a1"), tool(A, "a1", "kb_search", {"query": "duckdb upsert", "limit": 1}, "t1"), end(A, "a1"), {"op": "stop"}]
+    report = run_host(tmp_path, config, steps, plugin_dir=installed)
+    assert "[exp-approved-2] DuckDB upsert applied one row of many" in report["toolResults"][0]["text"]
+    assert knowhub.requests("/api/search")[0].query == {"q": "duckdb upsert", "limit": "1"}
+    assert [ln["hook"] for ln in knowhub.hook_lines] == ["before_agent_start", "before_prompt_build", "agent_end"]

@@ -41,13 +41,13 @@ export function formatIndex(query, results) {
     const title = clip(r.title || String(r.task || "").split("\n")[0], 120);
     return `${i + 1}. [${escapeText(clip(r.id, 80))}] ${escapeText(title)} (${(score + conf).trim()})`;
   });
-  return `<knowhub-experiences>\n${UNTRUSTED}\n${lines.join("\n")}\n</knowhub-experiences>\nCall kb_content with an id for the whole experience.`;
+  return `<knowhub-experiences trust="untrusted">\n${UNTRUSTED}\n${lines.join("\n")}\n</knowhub-experiences>\nCall kb_content with an id for the whole experience.`;
 }
 
 // Fields of one experience kept to their stored limits (task 2,000, resource 4,000, result 8,000 characters).
 export function formatExperience(exp) {
   const conf = Number.isFinite(exp.confidence) ? exp.confidence.toFixed(2) : "n/a";
-  return `<knowhub-experience id="${escapeText(clip(exp.id, 80))}">\n${UNTRUSTED}\n` +
+  return `<knowhub-experience id="${escapeText(clip(exp.id, 80))}" trust="untrusted">\n${UNTRUSTED}\n` +
     `Task: ${escapeText(clip(exp.task, 2000))}\nResource: ${escapeText(clip(exp.resource, 4000))}\n` +
     `Result: ${escapeText(clip(exp.result, 8000))}\nConfidence: ${conf}; status: ${escapeText(clip(exp.status, 40))}\n</knowhub-experience>`;
 }
