@@ -10,7 +10,7 @@
 //
 // Usage: node openclaw_host.mjs PLUGIN_DIR SCENARIO.json  → one JSON report on stdout.
 // Scenario: {"config": {...}, "steps": [
-//   {"op": "llm", "session", "agent", "run"} | {"op": "tool", "session", "agent", "run", "name", "params", "id"} |
+//   {"op": "llm", "session", "agent", "run", "trigger"?} | {"op": "tool", "session", "agent", "run", "name", "params", "id"} |
 //   {"op": "after_tool", "session", "agent", "run", "name", "id"} (another plugin's tool: after_tool_call only) |
 //   {"op": "end", "session", "agent", "run", "messages", "success"} | {"op": "stop"}]}
 
@@ -105,7 +105,7 @@ for (const n of registered) {
   }
 }
 
-const agentCtx = (s) => ({ agentId: s.agent, sessionKey: s.session, sessionId: `sid-${s.session}`, runId: s.run, trigger: "user",
+const agentCtx = (s) => ({ agentId: s.agent, sessionKey: s.session, sessionId: `sid-${s.session}`, runId: s.run, trigger: s.trigger || "user",
                            workspaceDir: "/work/agent" });
 const calls = {}; // session -> llm calls in the current run
 const injections = [];

@@ -183,9 +183,12 @@ def test_extraction_when_enabled_sends_a_redacted_run_in_the_background(tmp_path
         {"role": "toolResult", "toolCallId": "c2", "toolName": "kb_search", "isError": False, "content": [{"type": "text", "text": INDEX}]},
         {"role": "user", "content": "<knowhub-reminder kind=\"start\">\nNew task: search KnowHub first.\n</knowhub-reminder>\nthanks"},
     ]
-    steps = [llm(A, "a1"), llm(A, "a1"), end(A, "a1", messages), llm(B, "b1"), end(B, "b1", []), {"op": "stop"}]
+    heartbeat = [{**llm(A, "hb"), "trigger": "heartbeat"}, {**end(A, "hb", messages), "trigger": "heartbeat"}]
+    steps = [llm(A, "a1"), llm(A, "a1"), end(A, "a1", messages), *heartbeat, llm(B, "b1"), end(B, "b1", []), {"op": "stop"}]
     report = run_host(tmp_path, {"apiUrl": knowhub.url, "enableServerExtraction": True}, steps)
-    [req] = knowhub.requests("/api/extract")  # B's run had no messages: nothing to send
+    [req] = knowhub.requests("/api/extract")  # B's run had no messages, the heartbeat turn is no task: nothing to send
+    assert [(i["run"], i["kinds"], bool(i["system"])) for i in report["injections"]] == [
+        ("a1", ["start"], True), ("a1", [], True), ("hb", [], False), ("b1", ["start"], True)]
     body = req.body
     assert body["session_key"] == A[0] and body["agent_id"] == A[1] and req.auth == f"Bearer {AGENT_TOKEN}"
     assert [m["role"] for m in body["messages"]] == ["user", "assistant", "tool", "user"]

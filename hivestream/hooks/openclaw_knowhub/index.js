@@ -200,8 +200,12 @@ function register(api) {
   for (const name of TOOL_NAMES) api.registerTool((ctx) => tools[name](ctx || {}), { name });
 
   // ------------------------------------------------------------------ hooks
+  // A heartbeat turn is OpenClaw polling itself, not a task: no reminder, no count, no log, no extraction.
+  const heartbeat = (ctx) => Boolean(ctx && ctx.trigger === "heartbeat");
+
   api.on("before_prompt_build", (_event, ctx) => {
     try {
+      if (heartbeat(ctx)) return undefined;
       const key = keyOf(ctx);
       const { call, start, periodic } = counter.next(key);
       const out = {};
@@ -241,6 +245,7 @@ function register(api) {
 
   api.on("agent_end", (event, ctx) => {
     try {
+      if (heartbeat(ctx)) return;
       const key = keyOf(ctx);
       counter.end(key);
       const ev = { success: Boolean(event && event.success) };
