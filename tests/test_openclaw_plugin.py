@@ -294,3 +294,7 @@ def test_the_installed_plugin_loads_and_answers(tmp_path: Path, knowhub: KnowHub
     assert "[exp-approved-2] DuckDB upsert applied one row of many" in report["toolResults"][0]["text"]
     assert knowhub.requests("/api/search")[0].query == {"q": "duckdb upsert", "limit": "1"}
     assert [ln["hook"] for ln in knowhub.hook_lines] == ["before_agent_start", "before_prompt_build", "agent_end"]
+    # not sharing: a search reads this agent's own experiences only
+    report = run_host(tmp_path, {**config, "shareExperiences": False}, steps[1:2], plugin_dir=installed)
+    assert knowhub.requests("/api/search")[1].query == {"q": "duckdb upsert", "limit": "1", "agent_id": A[1]}
+    assert "no approved experience" in report["toolResults"][0]["text"]
