@@ -81,8 +81,10 @@ def _events(bootstrap: str, topics: Topics) -> list[tuple[bytes, HookEvent]]:
 
 
 def _install(runtime: str, home: Path, url: str, *extra: str) -> str:
+    """``hooks install`` into ``home`` where the token is set (so the http hooks send it)."""
     r = subprocess.run([sys.executable, "-m", "hivestream", "hooks", "install", runtime, "--url", url, *extra],
-                       env={**os.environ, "HOME": str(home)}, capture_output=True, text=True, timeout=60, cwd=REPO_ROOT)
+                       env={**os.environ, "HOME": str(home), "HIVESTREAM_INGEST_TOKEN": TOKEN}, capture_output=True, text=True, timeout=60,
+                       cwd=REPO_ROOT)
     assert r.returncode == 0, r.stderr
     return r.stdout
 

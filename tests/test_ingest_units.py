@@ -15,6 +15,7 @@ from streams.experiences.from_hooks import KbDeriver
 from streams.experiences.settings import KbSettings
 from streams.importers.files import import_file
 from streams.ingest.auth import TokenTable, hash_token, is_loopback, parse_tokens
+from streams.ingest.hook_output import hook_output
 from streams.ingest.payloads import MAX_DEPTH, process, split_body
 from streams.ingest.spool_format import decode_kafka_record, decode_records, encode_kafka_record, encode_record
 from streams.model.decode import decode_hook_record
@@ -244,6 +245,14 @@ def test_codex_notify_chains_the_users_program_and_gives_it_back() -> None:
     assert tomllib.loads(unset_notify(once)) == tomllib.loads(toml)
     fresh = set_notify("", "/bin/hivestream", "http://u")
     assert "--chain" not in fresh and unset_notify(fresh).strip() == ""
+
+
+def test_hook_output_says_nothing_or_the_events_additional_context() -> None:
+    assert hook_output("UserPromptSubmit") == hook_output(None) == hook_output(["not", "a", "name"]) == {}
+    assert hook_output("UserPromptSubmit", "from memory") == {"hookSpecificOutput": {"hookEventName": "UserPromptSubmit",
+                                                                                     "additionalContext": "from memory"}}
+    with pytest.raises(ValueError, match="not on 'Stop'"):
+        hook_output("Stop", "from memory")  # Claude Code would refuse it
 
 
 # --- command hook -------------------------------------------------------------------------

@@ -16,7 +16,10 @@ import duckdb
 import httpx
 import pytest
 
+from hivestream.hooks.config import MARK_HEADER
+from hivestream.hooks.delivery import Verdict, verdict_of
 from streams.model.events import HookEvent
+from tests.hook_stand import hook
 from tests.serve_harness import ServeProc
 
 TOK_A = "serve-token-of-gateway-a-0123456789"
@@ -136,3 +139,20 @@ def test_health_and_metrics(served: ServeProc) -> None:
                  "hivestream_serve_log_bytes", "hivestream_serve_applied_offset", "hivestream_serve_unapplied_records 0.0",
                  "hivestream_serve_apply_lag_seconds", "hivestream_serve_frames_total"):
         assert name in text, name
+
+
+def test_a_runtimes_own_hook_gets_hook_output_and_hivestreams_clients_the_verdict(served: ServeProc, tmp_path: Path) -> None:
+    as_installed = {"Authorization": f"Bearer {TOK_A}", MARK_HEADER: "installed by hivestream hooks install"}
+    r = httpx.post(f"{served.url}/v1/hooks/claude-code", content=json.dumps({**PROMPT, "prompt": "answered as hook output"}),
+                   headers=as_installed, timeout=30)
+    assert r.status_code == 200 and r.content == b"{}"  # Claude Code: valid hook output, no key it would not know
+    assert any(b"answered as hook output" in v for v in _log_values(served))  # stored all the same, before the answer
+    refused = httpx.post(f"{served.url}/v1/hooks/claude-code", content=b'{"foo": 1}', headers=as_installed, timeout=30)
+    assert refused.status_code == 422 and refused.json()["dead_lettered"] == 1  # a refusal keeps its status: Claude Code reads only that
+    plain = _post(served, "claude-code", json.dumps({**PROMPT, "prompt": "answered with the verdict"}))
+    assert plain.json()["accepted"] == 1 and verdict_of(plain.status_code, plain.content) is Verdict.DELIVERED
+    spool = tmp_path / "spool"
+    ran = hook(["claude-code", "--url", served.url, "--spool-dir", str(spool)], {"HIVESTREAM_INGEST_TOKEN": TOK_A},
+               json.dumps({**PROMPT, "prompt": "posted by the command hook"}))
+    assert ran.returncode == 0 and ran.stderr == "" and not (spool.exists() and any(spool.rglob("*.hook")))  # its verdict said stored
+    assert any(b"posted by the command hook" in v for v in _log_values(served))

@@ -20,20 +20,31 @@ import re
 import tomllib
 from typing import Any
 
+from streams.ingest.hook_output import RUNTIME_HOOK_HEADER
+
+KB_TOOL_MATCHER = "kb_submit|kb_search|kb_content|mcp__.*__kb_(submit|search|content)"
+"""``PostToolUse`` matcher of the KnowHub tools, bare or MCP-prefixed: the only tool calls hivestream
+reads (:mod:`streams.experiences.from_hooks`). A regex to both runtimes (Claude Code: JavaScript,
+Codex: Rust ``regex``; unanchored), so no other tool call starts a hook."""
+
 CLAUDE_EVENTS: dict[str, str | None] = {
     "UserPromptSubmit": None,
     "Stop": None,
     "SubagentStop": None,
-    "PostToolUse": "kb_submit|kb_search|kb_content|mcp__.*__kb_(submit|search|content)",
+    "PostToolUse": KB_TOOL_MATCHER,
 }
 """Claude Code events hivestream uses (captures, and KnowHub tool calls) and their matchers."""
 
-CODEX_EVENTS: dict[str, str | None] = {"UserPromptSubmit": None, "Stop": None, "PostToolUse": None}
-"""Codex ``hooks.json`` events hivestream uses."""
+CODEX_EVENTS: dict[str, str | None] = {"UserPromptSubmit": None, "Stop": None, "PostToolUse": KB_TOOL_MATCHER}
+"""Codex ``hooks.json`` events hivestream uses and their matchers. Codex waits for each command
+hook, and versions before async hooks skip an ``"async": true`` one entirely ("async hooks are not
+supported yet"), so the hooks stay synchronous and the matcher keeps every other tool call free of
+a hook process."""
 
 TOKEN_ENV = "HIVESTREAM_INGEST_TOKEN"
-MARK_HEADER = "X-Hivestream-Hook"
-"""Header hivestream writes into its ``http`` handlers (the server ignores it)."""
+MARK_HEADER = RUNTIME_HOOK_HEADER
+"""Header hivestream writes into its ``http`` handlers; the server answers a request carrying it
+with hook output Claude Code accepts instead of its verdict (:mod:`streams.ingest.hook_output`)."""
 MARK_ARG = "--hivestream-managed"
 """Argument hivestream writes into its ``command`` handlers and ``notify`` (``hivestream hook`` ignores it)."""
 _LEGACY_COMMAND = re.compile(r"\S*hivestream[\w.-]*'? hook (claude-code|codex) --url \S+( --detach)?")
@@ -65,13 +76,17 @@ def is_ours(handler: Any) -> bool:
     return _legacy(handler)
 
 
-def http_handler(url: str, runtime: str, timeout_s: int = 5) -> dict[str, Any]:
-    """A Claude Code ``http`` hook posting to ``url/v1/hooks/runtime`` with the bearer token from
-    ``$HIVESTREAM_INGEST_TOKEN`` (listed in ``allowedEnvVars`` so Claude Code expands it) and
-    hivestream's marker header."""
-    return {"type": "http", "url": f"{url.rstrip('/')}/v1/hooks/{runtime}",
-            "headers": {**_BEARER, MARK_HEADER: "installed by hivestream hooks install"},
-            "allowedEnvVars": [TOKEN_ENV], "timeout": timeout_s}
+def http_handler(url: str, runtime: str, timeout_s: int = 5, *, token: bool = True) -> dict[str, Any]:
+    """A Claude Code ``http`` hook posting to ``url/v1/hooks/runtime`` with hivestream's marker
+    header and, with ``token``, the bearer token from ``$HIVESTREAM_INGEST_TOKEN`` (listed in
+    ``allowedEnvVars`` so Claude Code expands it). Without ``token`` no ``Authorization`` header at
+    all: Claude Code would send ``Bearer `` with nothing after it when the variable is unset."""
+    h: dict[str, Any] = {"type": "http", "url": f"{url.rstrip('/')}/v1/hooks/{runtime}",
+                         "headers": {**(_BEARER if token else {}), MARK_HEADER: "installed by hivestream hooks install"}}
+    if token:
+        h["allowedEnvVars"] = [TOKEN_ENV]
+    h["timeout"] = timeout_s
+    return h
 
 
 def command_handler(exe: str, runtime: str, url: str, *, run_async: bool, timeout_s: int = 10) -> dict[str, Any]:

@@ -9,9 +9,14 @@ is a no-op); ``--dry-run`` prints a unified diff instead. Where the files live (
 
 * Claude Code: ``$CLAUDE_CONFIG_DIR`` or ``~/.claude`` / ``./.claude`` (``--scope project``),
   ``settings.json``: ``http`` hooks, or ``command`` hooks with ``"async": true`` (``--command``).
+  The ``http`` hooks carry the ``Authorization`` header only when ``$HIVESTREAM_INGEST_TOKEN`` is
+  set where ``hooks install`` runs or the URL is not loopback; a warning line names a setting of
+  the user's (``allowedHttpHookUrls``, ``httpHookAllowedEnvVars``) that would stop them.
 * Codex: ``$CODEX_HOME`` or ``~/.codex`` / ``./.codex``, ``hooks.json`` (command hooks) and, for the
-  user scope, ``config.toml``'s legacy ``notify``.
-* OpenClaw: ``~/.openclaw/hooks/hivestream/{HOOK.md,handler.ts}``.
+  user scope, ``config.toml``'s legacy ``notify``; an uninstall that leaves ``hooks.json`` empty
+  removes it.
+* OpenClaw: ``~/.openclaw/hooks/hivestream/{HOOK.md,handler.ts}``; the directory is hivestream's,
+  so an uninstall removes it whole (backups included, none made).
 """
 
 from __future__ import annotations
@@ -23,12 +28,15 @@ import os
 import shutil
 import sys
 import time
+import urllib.parse
 from pathlib import Path
 from typing import Any
 
+from hivestream.hooks.claude_policy import blocking_warnings
 from hivestream.hooks.config import (
     CLAUDE_EVENTS,
     CODEX_EVENTS,
+    TOKEN_ENV,
     add_ours,
     command_handler,
     dumps,
@@ -38,6 +46,7 @@ from hivestream.hooks.config import (
     unset_notify,
 )
 from hivestream.hooks.openclaw_template import HANDLER_TS, HOOK_MD, HOOK_NAME, render
+from streams.ingest.auth import is_loopback
 
 
 def hivestream_exe() -> str:
@@ -48,11 +57,23 @@ def hivestream_exe() -> str:
     return shutil.which("hivestream") or "hivestream"
 
 
+BACKUP_MARK = ".hivestream-backup-"
+"""What the name of every copy :func:`_write` keeps of a file it changes contains."""
+
+MANAGED_SETTINGS_DIRS = {"linux": Path("/etc/claude-code"), "darwin": Path("/Library/Application Support/ClaudeCode"),
+                         "win32": Path("C:/Program Files/ClaudeCode")}
+"""Where Claude Code reads managed (administrator) settings, per platform."""
+
+
 class _Plan:
-    """File changes to make: path → new text (``None``: delete)."""
+    """File changes to make: path → new text (``None``: delete), the paths deleted without a
+    backup (hivestream's own files), the directories to remove once empty, and warnings."""
 
     def __init__(self) -> None:
         self.changes: dict[Path, str | None] = {}
+        self.no_backup: set[Path] = set()
+        self.dirs: list[Path] = []
+        self.warnings: list[str] = []
 
     def put(self, path: Path, old: str | None, new: str | None) -> None:
         if old != new:
@@ -75,16 +96,43 @@ def _json_obj(path: Path, text: str | None) -> dict[str, Any]:
     return obj
 
 
-def _merge_json(plan: _Plan, path: Path, install: bool, events: dict[str, str | None], handlers: dict[str, dict[str, Any]]) -> None:
+def _merge_json(plan: _Plan, path: Path, install: bool, events: dict[str, str | None], handlers: dict[str, dict[str, Any]],
+                *, drop_empty: bool = False) -> str | None:
+    """Plan ``path`` with hivestream's handlers added (or removed); with ``drop_empty`` a file an
+    uninstall leaves as ``{}`` is deleted. Returns the file's text as planned (``None``: none)."""
     old = _read(path)
     cur = _json_obj(path, old)
     new_obj = add_ours(cur, events, handlers) if install else remove_ours(cur)
-    new = dumps(new_obj)
-    if old is not None and _json_obj(path, old) == new_obj:
-        return  # same content: keep the user's formatting
+    if old is not None and cur == new_obj:
+        return old  # same content: keep the user's formatting
     if old is None and not new_obj:
-        return
+        return None
+    new = None if drop_empty and not install and not new_obj else dumps(new_obj)
     plan.put(path, old, new)
+    return new
+
+
+def _claude_sources(target: Path, text: str | None, scope: str, home: Path) -> list[tuple[str, dict[str, Any]]]:
+    """Claude Code's settings sources that bear on the installed hooks: the file being written
+    (as planned), the user's settings for a project install, the project's local settings, and
+    the managed settings of this platform. A source that is missing or not a JSON object is left out."""
+    paths: list[Path] = []
+    if scope == "project":
+        paths += [_config_dir("CLAUDE_CONFIG_DIR", home, ".claude", "user") / "settings.json", target.with_name("settings.local.json")]
+    managed = MANAGED_SETTINGS_DIRS.get(sys.platform)
+    if managed is not None:
+        paths.append(managed / "managed-settings.json")
+        with contextlib.suppress(OSError):
+            paths += sorted(p for p in (managed / "managed-settings.d").glob("*.json") if not p.name.startswith("."))
+    found: list[tuple[str, dict[str, Any]]] = []
+    for name, body in [(str(target), text), *((str(p), None) for p in paths)]:
+        try:
+            obj = json.loads(body if body is not None else Path(name).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if isinstance(obj, dict):
+            found.append((name, obj))
+    return found
 
 
 def _config_dir(env: str, home: Path, name: str, scope: str) -> Path:
@@ -104,14 +152,20 @@ def plan_for(runtime: str, *, install: bool, url: str, scope: str, command: bool
     plan, notes = _Plan(), []
     if runtime == "claude-code":
         d = _config_dir("CLAUDE_CONFIG_DIR", home, ".claude", scope)
-        hs = {e: command_handler(exe, "claude-code", url, run_async=True) if command else http_handler(url, "claude-code") for e in CLAUDE_EVENTS}
-        _merge_json(plan, d / "settings.json", install, CLAUDE_EVENTS, hs)
+        token = bool(os.environ.get(TOKEN_ENV)) or not is_loopback(urllib.parse.urlsplit(url).hostname or "")
+        hs = {e: command_handler(exe, "claude-code", url, run_async=True) if command else http_handler(url, "claude-code", token=token)
+              for e in CLAUDE_EVENTS}
+        text = _merge_json(plan, d / "settings.json", install, CLAUDE_EVENTS, hs)
         if install and not command:
-            notes.append("Claude Code sends the token from $HIVESTREAM_INGEST_TOKEN; export it where Claude Code runs (needs v2.1.63+ for http hooks).")
+            hook = next(iter(hs.values()))
+            plan.warnings += blocking_warnings(_claude_sources(d / "settings.json", text, scope, home), hook["url"], hook.get("allowedEnvVars", []))
+            notes.append("Claude Code sends the token from $HIVESTREAM_INGEST_TOKEN; export it where Claude Code runs (needs v2.1.63+ for http hooks)."
+                         if token else f"No ${TOKEN_ENV} here: the hooks send no Authorization header (a loopback server without a tokens "
+                         f"file needs none); export it and install again for a server with tokens (needs v2.1.63+ for http hooks).")
     elif runtime == "codex":
         d = _config_dir("CODEX_HOME", home, ".codex", scope)
         hs = {e: command_handler(exe, "codex", url, run_async=False, timeout_s=5) for e in CODEX_EVENTS}
-        _merge_json(plan, d / "hooks.json", install, CODEX_EVENTS, hs)
+        _merge_json(plan, d / "hooks.json", install, CODEX_EVENTS, hs, drop_empty=True)
         if scope == "user":
             cfg = d / "config.toml"
             old = _read(cfg)
@@ -127,6 +181,16 @@ def plan_for(runtime: str, *, install: bool, url: str, scope: str, command: bool
             plan.put(p, _read(p), render(tpl, url) if install else None)
         if install:
             notes.append(f"Enable it in the gateway: openclaw hooks enable {HOOK_NAME}  (then restart the gateway)")
+        elif d.is_dir():
+            for p in sorted(d.iterdir()):
+                if p.is_symlink() or not p.is_file():
+                    continue  # HOOK.md or handler.ts through a link was planned above (its target is backed up)
+                if p.name in ("HOOK.md", "handler.ts") or BACKUP_MARK in p.name:
+                    plan.changes[p] = None
+                    plan.no_backup.add(p)
+            plan.dirs.append(d)
+            if plan.changes:
+                notes.append(f"Disable it in the gateway too: openclaw hooks disable {HOOK_NAME}  (then restart the gateway)")
     else:
         raise ValueError(f"unknown runtime {runtime!r}: claude-code, codex or openclaw")
     return plan, notes
@@ -136,8 +200,9 @@ class NotWritable(OSError):
     """A configuration file hivestream must not (or cannot) change: read-only, or its directory is."""
 
 
-def _write(path: Path, text: str | None) -> Path:
-    """Write ``text`` to ``path`` (``None``: delete it) after a backup; returns the file changed.
+def _write(path: Path, text: str | None, *, backup: bool = True) -> Path:
+    """Write ``text`` to ``path`` (``None``: delete it) after a backup (unless ``backup`` is
+    false); returns the file changed.
 
     A symlink is followed: its target is edited (and backed up next to it), the link stays. The
     new text goes to a temporary file in the target's directory, then is renamed over it; on any
@@ -152,12 +217,12 @@ def _write(path: Path, text: str | None) -> Path:
     if exists and (not os.access(real, os.W_OK) or not real.stat().st_mode & 0o200):
         raise NotWritable(f"{real} is read-only; make it writable (chmod u+w) and run again (nothing was changed)")
     old_mode = real.stat().st_mode & 0o777 if exists else 0o600
-    if exists:
+    if exists and backup:
         stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-        backup, n = real.with_name(f"{real.name}.hivestream-backup-{stamp}"), 1
-        while backup.exists():
-            backup, n = real.with_name(f"{real.name}.hivestream-backup-{stamp}-{n}"), n + 1
-        shutil.copy2(real, backup)
+        copy, n = real.with_name(f"{real.name}{BACKUP_MARK}{stamp}"), 1
+        while copy.exists():
+            copy, n = real.with_name(f"{real.name}{BACKUP_MARK}{stamp}-{n}"), n + 1
+        shutil.copy2(real, copy)
     if text is None:
         real.unlink()
         return real
@@ -177,33 +242,43 @@ def _write(path: Path, text: str | None) -> Path:
 
 
 def apply(runtime: str, *, install: bool, url: str, scope: str, command: bool, dry_run: bool, home: Path) -> int:
-    """Install or uninstall; prints what changed (or the diff with ``dry_run``). Returns the exit
-    code: 0 done (or nothing to do), 2 on a configuration it cannot read."""
+    """Install or uninstall; prints what changed (or the diff with ``dry_run``), the plan's
+    warnings on stderr. Returns the exit code: 0 done (or nothing to do), 2 on a configuration it
+    cannot read or write."""
     try:
         plan, notes = plan_for(runtime, install=install, url=url, scope=scope, command=command, home=home, exe=hivestream_exe())
     except (ValueError, OSError) as e:  # json.JSONDecodeError and tomllib.TOMLDecodeError are ValueErrors
         print(f"error: {e}", file=sys.stderr)
         return 2
+    for w in plan.warnings:
+        print(w, file=sys.stderr)
     if not plan.changes:
         print(f"{runtime}: nothing to change")
         return 0
     for path, new in plan.changes.items():
-        old = _read(path)
+        quiet = path in plan.no_backup
         if dry_run:
+            if quiet:
+                print(f"would remove {path}")
+                continue
+            old = _read(path)
             diff = difflib.unified_diff((old or "").splitlines(True), (new or "").splitlines(True), f"{path} (now)", f"{path} (after)")
             sys.stdout.writelines(diff)
             continue
+        existed = path.exists()
         try:
-            real = _write(path, new)
+            real = _write(path, new, backup=not quiet)
         except OSError as e:
             print(f"error: {e if isinstance(e, NotWritable) else f'cannot write {path}: {e.strerror or e}'}", file=sys.stderr)
             return 2
         shown = path if real == Path(os.path.abspath(path)) else f"{real} (through the link {path})"
-        print(f"{'removed' if new is None else 'wrote'} {shown}" + (" (previous copy kept as .hivestream-backup-*)" if old is not None else ""))
-    if not dry_run and not install and runtime == "openclaw":
-        d = next(iter(plan.changes)).parent
-        if d.is_dir() and not any(p for p in d.iterdir() if ".hivestream-backup-" not in p.name):
-            print(f"(backups of the removed files stay in {d})")
+        kept = " (previous copy kept as .hivestream-backup-*)" if existed and not quiet else ""
+        print(f"{'removed' if new is None else 'wrote'} {shown}{kept}")
+    if not dry_run:
+        for d in plan.dirs:
+            with contextlib.suppress(OSError):  # not empty (a file of the user's): it stays
+                d.rmdir()
+                print(f"removed {d}")
     for n in notes:
         print(n)
     return 0

@@ -15,6 +15,9 @@ so the size limit and the slow-client timeout apply while reading). Routes:
   drop a refused payload on; ``401`` without a valid token; ``408`` when the body does not arrive within the read timeout;
   ``413`` over ``max_body_bytes``; ``503`` with ``Retry-After`` when the broker did not take the
   records and the spool is full or failing (nothing was promised, so the client keeps them).
+  The ``200`` to a runtime's own ``http`` hook (a request carrying
+  :data:`~streams.ingest.hook_output.RUNTIME_HOOK_HEADER`) is its hook output instead of the
+  verdict (:func:`~streams.ingest.hook_output.hook_output`).
 * ``GET /healthz``: ``200 {"status": "ok", ...}``; ``503`` whenever a POST would be refused
   (``spool_full``, ``disk_full``, ``spool_error``: see :meth:`DurableSink.health`).
 * ``GET /metrics``: Prometheus text (:mod:`hivestream.ingest.metrics`); with ``metrics_auth``
@@ -49,7 +52,8 @@ from hivestream.ingest.sink import DurableSink
 from hivestream.ingest.spool import Spool, default_spool_dir
 from streams.ingest.auth import DEFAULT_SCOPES, Grant, Scope, TokenTable, bearer_digest, is_loopback
 from streams.ingest.content_encoding import BadEncoding, DecodedTooLarge, decode_body
-from streams.ingest.payloads import ROUTE_RUNTIMES, body_dead_letter, process, request_source, split_body
+from streams.ingest.hook_output import RUNTIME_HOOK_HEADER, hook_output
+from streams.ingest.payloads import ROUTE_RUNTIMES, Item, body_dead_letter, process, request_source, split_body
 from streams.kafka.connection import DEFAULT_BOOTSTRAP, ConnectionLike
 from streams.kafka.topics import Topics
 from streams.model.clock import wall_clock_ms
@@ -312,6 +316,8 @@ class IngestApp:
             results += [{"index": r.index, "status": "rejected", "reason": r.reason, "detail": r.detail} for r in rejected]
             results.sort(key=lambda x: int(x["index"]))
         status = 422 if rejected and not accepted else 200
+        if status == 200 and RUNTIME_HOOK_HEADER in request.headers:  # the runtime's hook: its hook output, not the verdict
+            return self._answer(status, hook_output(_event_name(items)))
         refused = {r.index for r in rejected}
         truncated = any(len(it.original) > MAX_ORIGINAL_BYTES for it in items if it.index in refused)
         return self._answer(status, {"accepted": len(accepted), "rejected": len(rejected), "dead_lettered": len(rejected),
@@ -336,6 +342,13 @@ class IngestApp:
         app.router.add_get("/healthz", self.healthz)
         app.router.add_get("/metrics", self.metrics_text)
         return app
+
+
+def _event_name(items: list[Item]) -> object:
+    """The ``hook_event_name`` of a one-payload body (a runtime's hook posts one), else ``None``."""
+    if len(items) == 1 and isinstance(items[0].value, dict):
+        return items[0].value.get("hook_event_name")
+    return None
 
 
 def make_sink(cfg: IngestConfig, metrics: IngestMetrics) -> DurableSink:
