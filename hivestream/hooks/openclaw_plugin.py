@@ -158,24 +158,6 @@ def plan_plugin(*, install: bool, url: str, home: Path, env: dict[str, str]) -> 
     return own, plan, plugin_dir, notes
 
 
-def _put_own(path: Path, text: str | None) -> None:
-    """Write (temporary file + rename) or delete one of the plugin's own files; no backup."""
-    if text is None:
-        path.unlink(missing_ok=True)
-        return
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.hivestream-tmp-{os.getpid()}")
-    try:
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-        raise
-
-
 def _prune(plugin_dir: Path) -> bool:
     """Remove the empty directories the plugin's files left; True when the plugin directory is gone."""
     for d in sorted((p for p in plugin_dir.rglob("*") if p.is_dir()), key=lambda p: len(p.parts), reverse=True):
@@ -209,7 +191,7 @@ def apply_plugin(*, install: bool, url: str, scope: str, dry_run: bool, home: Pa
         return 0
     try:
         for path, text in own.items():
-            _put_own(path, text)
+            _write(path, text, backup=False)
         for path, new in plan.changes.items():
             old = _read(path)
             real = _write(path, new)
