@@ -252,15 +252,19 @@ function register(api) {
       if (Number.isFinite(event && event.durationMs)) ev.durationMs = event.durationMs;
       record("agent_end", ctx, ev); // no messages: extraction is this plugin's to start, and only when enabled
       if (!cfg.enableServerExtraction) return;
-      const { messages } = extractMessages(event && event.messages, cfg.privacyMode);
-      if (!messages.length) return;
-      const body = { session_key: key, messages };
-      if (ctx && typeof ctx.agentId === "string" && ctx.agentId) body.agent_id = ctx.agentId;
-      if (cfg.submittedBy) body.submitted_by = cfg.submittedBy;
-      background(callApi({ ...api_, timeoutMs: Math.max(cfg.timeoutMs, 15000) }, "POST", "/api/extract", body).then((r) => {
+      const agentId = ctx && typeof ctx.agentId === "string" ? ctx.agentId : "";
+      const source = event && event.messages;
+      // redaction and the request both run after the hook has returned (the next turn of the event loop)
+      background(new Promise((resolve) => setImmediate(resolve)).then(async () => {
+        const { messages } = extractMessages(source, cfg.privacyMode);
+        if (!messages.length) return;
+        const body = { session_key: key, messages };
+        if (agentId) body.agent_id = agentId;
+        if (cfg.submittedBy) body.submitted_by = cfg.submittedBy;
+        const r = await callApi({ ...api_, timeoutMs: Math.max(cfg.timeoutMs, 15000) }, "POST", "/api/extract", body);
         if (r.ok) info(`extraction requested (${str(r.data && r.data.request_id)}, ${messages.length} messages)`);
         else warn(`extraction not requested: ${r.error}`);
-      }));
+      }).catch((err) => warn(`extraction not requested: ${str(err && err.message).slice(0, 200)}`)));
     } catch (err) {
       warn(`agent_end: ${str(err && err.message).slice(0, 200)}`);
     }
