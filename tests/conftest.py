@@ -7,6 +7,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.kafka_broker import kafka_broker
+from tests.session_sets import NO_CORPUS, SessionSet, corpus_set, generated_set
 
 
 @pytest.fixture(scope="session")
@@ -18,6 +19,18 @@ def kafka_bootstrap() -> Iterator[str]:
     """
     with kafka_broker() as bootstrap:
         yield bootstrap
+
+
+@pytest.fixture(scope="session", params=["generated", "corpus"])
+def sessions(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> SessionSet:
+    """Agent-session files in the corpus layout (:mod:`tests.session_sets`): the generated set, then
+    the real corpus (skipped, with :data:`tests.session_sets.NO_CORPUS`, where it is absent)."""
+    if request.param == "corpus":
+        found = corpus_set()
+        if found is None:
+            pytest.skip(NO_CORPUS)
+        return found
+    return generated_set(tmp_path_factory.mktemp("sessions"))
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -1,8 +1,10 @@
-"""Importers of real session files, checked against the real corpus (``tests/corpus.py``).
+"""Importers of session files, checked on the generated sessions and on the real corpus (``tests/session_sets.py``).
 
-Expected counts come from facts stated in ``shared/corpus/SOURCES.md`` or are derived here from
-the files independently of the importers: the Claude Code ``hook_progress`` lines and the fasthooks
-hook-event log (B3) record which hooks really ran, and so serve as oracles.
+Every test runs on both sets (the corpus one skips where the corpus is absent). Expected counts are
+the sets' facts (the generator's record of what it wrote; for the corpus, facts stated in
+``shared/corpus/SOURCES.md``) or are derived here from the files independently of the importers:
+the Claude Code ``hook_progress`` lines and the hook-event log that recorded the ``hooked`` session
+(the corpus's B3) record which hooks really ran, and so serve as oracles.
 """
 
 from __future__ import annotations
@@ -24,19 +26,9 @@ from streams.model.body_hash import body_hash
 from streams.model.deadletter import Reason, RejectedInput
 from streams.model.events import CAPTURE_TYPES, PROMPT, STOP, SUBAGENT_STOP, HookEvent
 from streams.model.timeparse import parse_time_ms
-from tests.corpus import CORPUS, claude_transcripts, codex_files, corpus_file
-
-pytestmark = pytest.mark.skipif(not (CORPUS / "claude-code").is_dir(), reason=f"no corpus at {CORPUS}")
+from tests.session_sets import SessionSet
 
 Importer = Callable[[Iterable[bytes]], Iterator[tuple[int, bytes, HookEvent | RejectedInput]]]
-
-
-def _claude(prefix: str) -> Path:
-    return corpus_file("claude-code", prefix)
-
-
-def _codex(prefix: str) -> Path:
-    return corpus_file("codex", prefix)
 
 
 def _import(path: Path, importer: Importer = import_claude_transcript) -> list[tuple[int, bytes, Any]]:
@@ -108,18 +100,19 @@ def _user_messages(path: Path) -> list[str]:
 # ---------------------------------------------------------------- Claude Code: prompts and stops
 
 
-def test_fasthooks_gives_exactly_its_five_typed_prompts() -> None:
-    path = _claude("fasthooks-c45af7b1-main")
+def test_the_hooked_session_gives_exactly_its_typed_prompts(sessions: SessionSet) -> None:
+    path = sessions.path("hooked_main")
     prompts = _events(_import(path), "UserPromptSubmit")
     expected = [text for _, text in _typed_prompts(_entries(path))]
-    assert len(expected) == 5  # SOURCES.md, B1: "5 typed"
+    assert len(expected) == sessions.facts.hooked_prompts
     assert [p.body for p in prompts] == expected
-    assert all(p.event_type == PROMPT and p.session == "c45af7b1-cb7c-4e51-93db-8cbb250a877a" for p in prompts)
+    assert {p.session for p in prompts} == {e["sessionId"] for e in _entries(path) if "sessionId" in e}
+    assert all(p.event_type == PROMPT for p in prompts)
     assert {p.project for p in prompts} == {"workspace"}
 
 
-def test_fasthooks_stop_count_equals_turns_with_text() -> None:
-    path = _claude("fasthooks-c45af7b1-main")
+def test_the_hooked_session_stop_count_equals_turns_with_text(sessions: SessionSet) -> None:
+    path = sessions.path("hooked_main")
     entries = _entries(path)
     starts = [i for i, _ in _typed_prompts(entries)] + [len(entries)]
     texts = _texts_by_message(entries)
@@ -128,14 +121,14 @@ def test_fasthooks_stop_count_equals_turns_with_text() -> None:
         for a, b in itertools.pairwise(starts)
     )
     stops = _events(_import(path), "Stop")
-    assert len(stops) == turns_with_text == 5
+    assert len(stops) == turns_with_text == sessions.facts.hooked_prompts
     assert len(stops) == sum(e.get("subtype") == "stop_hook_summary" for e in entries)
 
 
-def test_fasthooks_transcript_agrees_with_its_hook_log() -> None:
-    """B3 is what the author's hook logged for the B1 session: same prompts, tools, stops."""
-    log = _entries(_claude("fasthooks-c45af7b1-hook-events-log"))
-    events = _events(_import(_claude("fasthooks-c45af7b1-main")))
+def test_the_hooked_transcript_agrees_with_its_hook_log(sessions: SessionSet) -> None:
+    """The hook log is what a logging hook recorded of the hooked session: same prompts, tools, stops."""
+    log = _entries(sessions.path("hook_log"))
+    events = _events(_import(sessions.path("hooked_main")))
 
     def logged(name: str) -> list[dict[str, Any]]:
         return [r for r in log if r["event"] == name]
@@ -154,44 +147,45 @@ def test_fasthooks_transcript_agrees_with_its_hook_log() -> None:
             assert abs(ev.event_time_ms - parse_time_ms(rec["ts"])) < 2000, (name, rec["ts"])
 
 
-def test_spotter_a1_stops_are_one_per_turn_not_per_content_block() -> None:
-    path = _claude("spotter-s1-4d5611e5-main")
+def test_stops_are_one_per_turn_not_per_content_block(sessions: SessionSet) -> None:
+    path = sessions.path("split_main")
     entries = _entries(path)
     texts = _texts_by_message(entries)
     text_lines = sum(
         1 for e in entries if e.get("type") == "assistant" and any(b.get("type") == "text" for b in e["message"]["content"])
     )
     stops = _events(_import(path), "Stop")
-    assert len({s.raw["message_id"] for s in stops}) == len(stops) == 3
+    assert len({s.raw["message_id"] for s in stops}) == len(stops) == sessions.facts.split_stops
     assert len({body_hash(s.frame_content()) for s in stops}) == len(stops)
     assert all(s.body == texts[s.raw["message_id"]] for s in stops)
-    assert text_lines == 90 and len(texts) < text_lines  # SOURCES.md, A1: 90 text blocks
-    assert stops[1].body.startswith("All done. Here's a summary")  # ends before the task-notification
+    assert text_lines == sessions.facts.split_text_lines and len(texts) < text_lines
+    assert stops[1].body.startswith(sessions.facts.split_second_stop)  # ends before the task-notification
 
 
-MAIN_WITH_STOP_HOOKS = [
-    "spotter-s1-4d5611e5-main",
-    "spotter-s2-ae4a77f8-main",
-    "spotter-s3",
-    "fasthooks-c45af7b1-main",
-    "codemie-e9fb405b-snapshot2-first50",
-]
+MAIN_WITH_STOP_HOOKS = ["split_main", "manual_main", "slash_main", "hooked_main", "snapshot_grown"]
+"""Roles whose files record their Stop hooks' runs (``stop_hook_summary`` lines)."""
+NO_STOP_PROGRESS = {"hooked_main", "snapshot_grown"}
+"""Of those, the files with no ``hook_progress`` line for Stop (B1 and C2: only the summary)."""
 
 
-@pytest.mark.parametrize("prefix", MAIN_WITH_STOP_HOOKS)
-def test_stops_match_the_stop_hook_runs_recorded_in_the_file(prefix: str) -> None:
-    entries = _entries(_claude(prefix))
-    stops = _events(_import(_claude(prefix)), "Stop")
+@pytest.mark.parametrize("role", MAIN_WITH_STOP_HOOKS)
+def test_stops_match_the_stop_hook_runs_recorded_in_the_file(sessions: SessionSet, role: str) -> None:
+    entries = _entries(sessions.path(role))
+    stops = _events(_import(sessions.path(role)), "Stop")
     assert len(stops) == sum(e.get("subtype") == "stop_hook_summary" for e in entries)
     runs = sorted(_hook_runs(entries, "Stop").values())
-    if runs:
-        assert len(runs) == len(stops)
-        assert all(0 <= run - s.event_time_ms < 10_000 for run, s in zip(runs, stops, strict=True))
+    if role in NO_STOP_PROGRESS:
+        assert runs == []
+        return
+    assert len(runs) == len(stops) > 0
+    assert all(0 <= run - s.event_time_ms < 10_000 for run, s in zip(runs, stops, strict=True))
 
 
-@pytest.mark.parametrize("prefix", ["spotter-s1-4d5611e5", "spotter-s2-ae4a77f8", "spotter-s3"])
-def test_tool_events_cover_the_tool_hook_runs_recorded_in_the_files(prefix: str) -> None:
-    for path in (CORPUS / "claude-code").glob(f"{prefix}*.jsonl"):
+@pytest.mark.parametrize("session", ["split", "manual", "slash"])
+def test_tool_events_cover_the_tool_hook_runs_recorded_in_the_files(sessions: SessionSet, session: str) -> None:
+    paths = sessions.group(session)
+    assert paths
+    for path in paths:
         entries, items = _entries(path), _import(path)
         for name in ("PreToolUse", "PostToolUse", "PostToolUseFailure"):
             ours = {e.raw["tool_use_id"] for e in _events(items, name)}
@@ -201,17 +195,19 @@ def test_tool_events_cover_the_tool_hook_runs_recorded_in_the_files(prefix: str)
             assert set(_hook_runs(entries, "PostToolUse")) == ours_post
 
 
-def test_non_prompts_never_become_prompts() -> None:
-    for path in claude_transcripts():
+def test_non_prompts_never_become_prompts(sessions: SessionSet) -> None:
+    for path in sessions.claude_transcripts():
         for p in _events(_import(path), "UserPromptSubmit"):
             assert not p.body.lstrip().startswith(("<", "[Request interrupted", "This session is being continued"))
             assert p.parent is None
-    a7 = _events(_import(_claude("spotter-s3")), "UserPromptSubmit")
-    assert [p.body for p in a7] == ["create the beads"]  # slash command and interrupt marker skipped
+    slash = _events(_import(sessions.path("slash_main")), "UserPromptSubmit")
+    assert tuple(p.body for p in slash) == sessions.facts.slash_prompts  # slash command and interrupt marker skipped
 
 
-def test_sidechain_files_give_one_subagent_stop_and_no_prompts() -> None:
-    for path in claude_transcripts():
+def test_sidechain_files_give_one_subagent_stop_and_no_prompts(sessions: SessionSet) -> None:
+    sidechains = [p for p in sessions.claude_transcripts() if not _is_main(p)]
+    assert len(sidechains) >= 4
+    for path in sidechains:
         if _is_main(path):
             continue
         entries = _entries(path)
@@ -228,9 +224,10 @@ def test_sidechain_files_give_one_subagent_stop_and_no_prompts() -> None:
         assert [s.body for s in stops] == [texts[last_text_id]]
 
 
-def test_truncated_snapshot_gets_no_stop_until_its_turn_finishes() -> None:
-    first = _events(_import(_claude("codemie-e9fb405b-snapshot1-first25")))
-    grown = _events(_import(_claude("codemie-e9fb405b-snapshot2-first50")))
+def test_truncated_snapshot_gets_no_stop_until_its_turn_finishes(sessions: SessionSet) -> None:
+    first = _events(_import(sessions.path("snapshot_first")))
+    grown = _events(_import(sessions.path("snapshot_grown")))
+    assert sessions.path("snapshot_grown").read_bytes().startswith(sessions.path("snapshot_first").read_bytes())
     assert [e.native_event for e in first if e.event_type == STOP] == []  # cut during a Bash call
     assert [e for e in grown if e.event_type != STOP][: len(first)] == first  # C1 is a prefix of C2
     assert len([e for e in grown if e.event_type == STOP]) == 1
@@ -239,24 +236,23 @@ def test_truncated_snapshot_gets_no_stop_until_its_turn_finishes() -> None:
 # ---------------------------------------------------------------- Codex
 
 
-def test_codex_d1_prompts_are_the_user_message_events_only() -> None:
-    path = _codex("localpush-long-33turns")
+def test_codex_prompts_are_the_user_message_events_only(sessions: SessionSet) -> None:
+    path = sessions.path("codex_compacted")
     prompts = _events(_import(path, import_codex_rollout), "UserPromptSubmit")
     user_messages = _user_messages(path)
     history = [item for p in _payloads(path, "compacted", None) for item in p["replacement_history"]]
     replayed = [item for item in history if item.get("role") == "user"]
-    assert len(user_messages) == 38  # SOURCES.md, D1
-    assert len(replayed) >= 19
+    assert len(user_messages) == sessions.facts.codex_user_messages
+    assert len(replayed) >= sessions.facts.codex_replayed
+    assert len(set(user_messages)) < len(user_messages)  # a prompt text repeated in the session
     assert [p.body for p in prompts] == user_messages
-    assert len({p.event_id for p in prompts}) == 38  # repeated prompt texts stay distinct events
+    assert len({p.event_id for p in prompts}) == len(user_messages)  # repeated prompt texts stay distinct events
 
 
-@pytest.mark.parametrize(
-    ("prefix", "n_prompts", "n_stops"),
-    [("codemie-cli-2turns", 2, 2), ("localpush-7turns", 7, 5), ("localpush-truncated", 1, 0), ("localpush-long", 38, 33)],
-)
-def test_codex_prompt_and_stop_counts(prefix: str, n_prompts: int, n_stops: int) -> None:
-    path = _codex(prefix)
+@pytest.mark.parametrize("role", ["codex_two_turns", "codex_unfinished", "codex_truncated", "codex_compacted"])
+def test_codex_prompt_and_stop_counts(sessions: SessionSet, role: str) -> None:
+    path = sessions.path(role)
+    n_prompts, n_stops = sessions.facts.codex_counts[role]
     items = _import(path, import_codex_rollout)
     stops = _events(items, "Stop")
     assert len(_events(items, "UserPromptSubmit")) == n_prompts
@@ -266,28 +262,24 @@ def test_codex_prompt_and_stop_counts(prefix: str, n_prompts: int, n_stops: int)
     assert {e.session for e in _events(items)} == {meta["id"]}
 
 
-def test_codex_e1_stops_carry_the_last_agent_message() -> None:
-    path = _codex("codemie-cli-2turns")
+def test_codex_stops_carry_the_last_agent_message(sessions: SessionSet) -> None:
+    path = sessions.path("codex_two_turns")
     items = _import(path, import_codex_rollout)
-    assert [p.body for p in _events(items, "UserPromptSubmit")] == ["show tools", _user_messages(path)[1]]
+    assert [p.body for p in _events(items, "UserPromptSubmit")] == [sessions.facts.codex_first_prompt, _user_messages(path)[1]]
     stops = _events(items, "Stop")
     completes = _payloads(path, "event_msg", "task_complete")
     assert [s.body for s in stops] == [c["last_agent_message"] for c in completes]
     assert [s.raw["turn_id"] for s in stops] == [c["turn_id"] for c in completes]
-    assert {s.project for s in stops} == {"codemie-code"}
+    assert {s.project for s in stops} == {sessions.facts.codex_project}
 
 
-def test_codex_tool_calls_pair_by_call_id() -> None:
-    expected = {
-        "codemie-cli-2turns": (102, 102),  # SOURCES.md: 102 calls, all with outputs
-        "localpush-7turns": (144, 143),  # 144 calls, 1 without output
-        "localpush-long": (365, 365),
-        "localpush-truncated": (1, 0),  # ends with a call that has no output
-    }
-    for prefix, (n_pre, n_post) in expected.items():
-        items = _import(_codex(prefix), import_codex_rollout)
+def test_codex_tool_calls_pair_by_call_id(sessions: SessionSet) -> None:
+    expected = sessions.facts.codex_calls  # the corpus: SOURCES.md's counts (D2: 1 call without output; D3 ends in a call)
+    assert expected["codex_unfinished"][1] == expected["codex_unfinished"][0] - 1 and expected["codex_truncated"] == (1, 0)
+    for role, (n_pre, n_post) in expected.items():
+        items = _import(sessions.path(role), import_codex_rollout)
         pre, post = _events(items, "PreToolUse"), _events(items, "PostToolUse")
-        assert (len(pre), len(post)) == (n_pre, n_post), prefix
+        assert (len(pre), len(post)) == (n_pre, n_post), role
         names = {e.raw["tool_use_id"]: e.raw["tool_name"] for e in pre}
         assert all(names[e.raw["tool_use_id"]] == e.raw["tool_name"] for e in post)
 
@@ -295,20 +287,16 @@ def test_codex_tool_calls_pair_by_call_id() -> None:
 # ---------------------------------------------------------------- all files
 
 
-def _all_files() -> list[Path]:
-    return claude_transcripts() + codex_files()
-
-
-def test_import_is_deterministic() -> None:
-    for path in _all_files():
+def test_import_is_deterministic(sessions: SessionSet) -> None:
+    for path in sessions.transcripts():
         first, second = _import(path, _importer_for(path)), _import(path, _importer_for(path))
         assert first == second, path.name
         ids = [e.event_id for e in _events(first)]
         assert len(ids) == len(set(ids)), path.name
 
 
-def test_event_times_come_from_the_attributed_line_and_raw_stays_small() -> None:
-    for path in _all_files():
+def test_event_times_come_from_the_attributed_line_and_raw_stays_small(sessions: SessionSet) -> None:
+    for path in sessions.transcripts():
         for _, line, ev in _import(path, _importer_for(path)):
             assert isinstance(ev, HookEvent), (path.name, ev)
             assert ev.event_time_ms == parse_time_ms(json.loads(line)["timestamp"])
@@ -319,11 +307,11 @@ def test_event_times_come_from_the_attributed_line_and_raw_stays_small() -> None
 
 
 @pytest.mark.parametrize(
-    ("prefix", "importer"),
-    [("fasthooks-c45af7b1-main", import_claude_transcript), ("codemie-cli-2turns", import_codex_rollout)],
+    ("role", "importer"),
+    [("hooked_main", import_claude_transcript), ("codex_two_turns", import_codex_rollout)],
 )
-def test_bad_lines_are_rejected_and_the_rest_still_imports(prefix: str, importer: Importer) -> None:
-    path = _codex(prefix) if importer is import_codex_rollout else _claude(prefix)
+def test_bad_lines_are_rejected_and_the_rest_still_imports(sessions: SessionSet, role: str, importer: Importer) -> None:
+    path = sessions.path(role)
     lines = path.read_bytes().splitlines(keepends=True)
     bad = {
         10: (b"{not json\n", Reason.MALFORMED_JSON),
@@ -343,8 +331,12 @@ def test_bad_lines_are_rejected_and_the_rest_still_imports(prefix: str, importer
 # ---------------------------------------------------------------- gateway
 
 
-@pytest.mark.parametrize("path", _all_files() if CORPUS.is_dir() else [], ids=lambda p: p.name[:40])
-def test_gateway_mirrors_each_main_prompt_and_stop(path: Path) -> None:
+def test_gateway_mirrors_each_main_prompt_and_stop(sessions: SessionSet) -> None:
+    for path in sessions.transcripts():
+        _check_gateway(path)
+
+
+def _check_gateway(path: Path) -> None:
     plain = _import(path, _importer_for(path))
     wrapped = list(with_gateway_capture(iter(plain), received_lead_ms=250, sent_lag_ms=350))
     backend = [(o, ln, e) for o, ln, e in wrapped if e.source != "openclaw"]
@@ -375,15 +367,15 @@ def _check_mirror(gw: HookEvent, backend: HookEvent, shift: int) -> None:
     assert gw == adapt_openclaw(payload, gw.event_time_ms).model_copy(update={"raw": gw.raw})
 
 
-def test_gateway_leaves_subagent_events_alone() -> None:
-    for path in claude_transcripts():
+def test_gateway_leaves_subagent_events_alone(sessions: SessionSet) -> None:
+    for path in sessions.claude_transcripts():
         if not _is_main(path):
             plain = _import(path)
             assert list(with_gateway_capture(plain)) == plain
 
 
-def test_gateway_offsets_are_configurable() -> None:
-    plain = _import(_claude("fasthooks-c45af7b1-main"))
+def test_gateway_offsets_are_configurable(sessions: SessionSet) -> None:
+    plain = _import(sessions.path("hooked_main"))
     wrapped = _events(with_gateway_capture(plain, received_lead_ms=1000, sent_lag_ms=5))
     prompts, stops = _events(plain, "UserPromptSubmit"), _events(plain, "Stop")
     assert [e.event_time_ms for e in wrapped if e.native_event == "message:received"] == [p.event_time_ms - 1000 for p in prompts]
