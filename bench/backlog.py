@@ -41,9 +41,13 @@ class BacklogSpec:
     Attributes:
         turns: conversation turns (each gives 4 capture events).
         days: event-time span of the backlog (days).
+        span_ms: the span in ms instead, when not 0 (a dense backlog: each key group sees captures
+            every few minutes, so lines that arrive minutes late are below their group's watermark).
         gateways: OpenClaw gateways (each serves some channels and sessions).
         sessions: conversation sessions (each bound to one gateway, channel and backend).
         short_share: share of prompts that are short re-sent ones (0..1).
+        echo_share: share of replies that are one of those short texts too (an agent answering
+            "ok": the same body as a prompt, one key under ``body``, two under ``body+event``).
         late_share: share of turns whose gateway lines arrive 2–10 min late (0..1).
         bad_every: one bad line (malformed JSON, no timestamp, empty body) every this many turns (0: none).
         body_chars: typical length of a prompt or reply (characters).
@@ -52,9 +56,11 @@ class BacklogSpec:
 
     turns: int = 50_000
     days: int = 12
+    span_ms: int = 0
     gateways: int = 4
     sessions: int = 1_200
     short_share: float = 0.04
+    echo_share: float = 0.0
     late_share: float = 0.01
     bad_every: int = 2_000
     body_chars: int = 300
@@ -94,7 +100,7 @@ def generate(spec: BacklogSpec) -> Iterator[tuple[int, bytes]]:
         ch = _CHANNELS[(i // spec.gateways) % len(_CHANNELS)]
         backend = "claude-code" if rng.random() < 0.6 else "codex"
         sessions.append((gw, ch, f"{ch}:{gw}:chat-{i}", backend, f"{backend}-sess-{i:05d}"))
-    span = spec.days * DAY_MS
+    span = spec.span_ms or spec.days * DAY_MS
     step = span / max(spec.turns, 1)
     out: list[tuple[int, int, bytes]] = []  # a heap by (arrival, seq)
     seq = 0
@@ -112,7 +118,7 @@ def generate(spec: BacklogSpec) -> Iterator[tuple[int, bytes]]:
         t = START_MS + int(k * step) + rng.randrange(0, max(int(step), 1))
         gw, ch, chat, backend, bsess = rng.choice(sessions)
         prompt = rng.choice(SHORT_PROMPTS) if rng.random() < spec.short_share else _text(rng, spec.body_chars)
-        reply = _text(rng, spec.body_chars)
+        reply = rng.choice(SHORT_PROMPTS) if spec.echo_share and rng.random() < spec.echo_share else _text(rng, spec.body_chars)
         t_prompt_backend = t + rng.randint(250, 350)
         t_stop = t_prompt_backend + rng.randint(2_000, 60_000)
         t_sent = t_stop + rng.randint(250, 350)

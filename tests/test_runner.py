@@ -1,4 +1,4 @@
-"""The embedded runner and CLI: demo samples, the real corpus (the main job), idempotent re-runs."""
+"""The embedded runner and CLI: demo samples, the session files (the main job), idempotent re-runs."""
 
 from __future__ import annotations
 
@@ -13,11 +13,10 @@ from hivestream.cli.app import SAMPLES, app
 from hivestream.embedded.frames import EmbeddedRunner, run_files
 from projections.frames.queries import QUERIES
 from projections.frames.sink import MetaMismatch
-from streams.frames.capture import to_capture
 from streams.importers.files import import_file
-from streams.model.deadletter import RejectedInput
 from streams.settings import Settings
-from tests.corpus import CORPUS, claude_files, codex_files
+from tests.dedup_reference import db_tables, expected_tables, log_captures, reference_dedup
+from tests.session_sets import SessionSet
 
 SAMPLE_FILES = sorted(SAMPLES.glob("*.jsonl"))
 
@@ -33,34 +32,6 @@ def tables(db: Path) -> dict[str, list[tuple[object, ...]]]:
         }
     finally:
         con.close()
-
-
-def reference_frames(paths: list[Path], window_ms: int, gateway: bool) -> Counter[tuple[str, int]]:
-    """Brute force: every capture against every earlier frame of its key (no state, no eviction).
-
-    An event id seen before is the same capture ingested again (a snapshot of a growing file
-    repeats its prefix): it counts once.
-    """
-    frames: list[dict[str, object]] = []
-    seen: set[str] = set()
-    for p in paths:
-        _, items = import_file(p, gateway=gateway)
-        for _off, _raw, ev in items:
-            if isinstance(ev, RejectedInput):
-                continue
-            try:
-                c = to_capture(ev)
-            except RejectedInput:
-                continue
-            if c is None or c.event_id in seen:
-                continue
-            seen.add(c.event_id)
-            hit = next((f for f in frames if f["key"] == c.key and abs(c.event_time_ms - int(f["t"])) <= window_ms), None)  # type: ignore[call-overload]
-            if hit is None:
-                frames.append({"key": c.key, "t": c.event_time_ms, "n": 1})
-            else:
-                hit["n"] = int(hit["n"]) + 1  # type: ignore[call-overload]
-    return Counter((str(f["key"]), int(f["n"])) for f in frames)  # type: ignore[call-overload]
 
 
 def test_demo_samples(tmp_path: Path) -> None:
@@ -111,21 +82,23 @@ def test_settings_are_bound_to_the_file(tmp_path: Path) -> None:
         EmbeddedRunner(db, Settings(window_ms=5))
 
 
-@pytest.mark.skipif(not CORPUS.exists(), reason="shared/corpus is not beside the repository")
-def test_main_job_on_the_real_corpus(tmp_path: Path) -> None:
-    """`hivestream run` on every real session with the gateway double capture (the main job)."""
-    db = tmp_path / "corpus.duckdb"
-    res = CliRunner().invoke(app, ["run", str(CORPUS / "claude-code"), str(CORPUS / "codex"), "--gateway", "--db", str(db)])
+def test_main_job_on_the_sessions(sessions: SessionSet, tmp_path: Path) -> None:
+    """`hivestream run` on every session file with the gateway double capture (the main job), against
+    the brute-force reference of the dedup (``tests/dedup_reference.py``)."""
+    db = tmp_path / "sessions.duckdb"
+    res = CliRunner().invoke(app, ["run", *map(str, sessions.dirs()), "--gateway", "--db", str(db)])
     assert res.exit_code == 0, res.output
     assert "frames out" in res.output
-    paths = sorted((CORPUS / "claude-code").rglob("*.jsonl")) + sorted((CORPUS / "codex").rglob("*.jsonl"))
-    assert set(paths) == set(claude_files() + codex_files())
+    paths = sorted((sessions.root / "claude-code").rglob("*.jsonl")) + sorted((sessions.root / "codex").rglob("*.jsonl"))
+    assert paths == sessions.claude_files() + sessions.codex_files()
+    settings = Settings()
+    want = expected_tables(reference_dedup(log_captures(paths, gateway=True), settings.window_ms, settings.allowed_lateness_ms))
+    assert db_tables(db) == want
     con = duckdb.connect(str(db), read_only=True)
-    got = Counter(con.execute("SELECT dedup_key, access_count FROM frames").fetchall())
     captures, frames, dupes = con.execute(QUERIES["totals"].sql).fetchone()[:3]  # type: ignore[index]
     by_pair = dict(((a, b), n) for a, b, n, _ in con.execute(QUERIES["dedup-summary"].sql).fetchall())
     con.close()
-    assert got == reference_frames(paths, Settings().window_ms, gateway=True)
+    assert (captures, frames) == (len(want["captures"]), len(want["frames"]))
     assert captures == frames + dupes and dupes > 0
     # every gateway capture of a backend turn collapses into the backend's frame (or vice versa)
     gw = sum(n for (a, b), n in by_pair.items() if "openclaw" in (a, b) and a != b)
