@@ -21,8 +21,14 @@ def kafka_bootstrap() -> Iterator[str]:
         yield bootstrap
 
 
+@pytest.fixture(scope="session")
+def generated_sessions(tmp_path_factory: pytest.TempPathFactory) -> SessionSet:
+    """The generated agent-session files (:func:`tests.session_sets.generated_set`), written once per session."""
+    return generated_set(tmp_path_factory.mktemp("sessions"))
+
+
 @pytest.fixture(scope="session", params=["generated", "corpus"])
-def sessions(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> SessionSet:
+def sessions(request: pytest.FixtureRequest) -> SessionSet:
     """Agent-session files in the corpus layout (:mod:`tests.session_sets`): the generated set, then
     the real corpus (skipped, with :data:`tests.session_sets.NO_CORPUS`, where it is absent)."""
     if request.param == "corpus":
@@ -30,7 +36,8 @@ def sessions(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
         if found is None:
             pytest.skip(NO_CORPUS)
         return found
-    return generated_set(tmp_path_factory.mktemp("sessions"))
+    generated: SessionSet = request.getfixturevalue("generated_sessions")
+    return generated
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

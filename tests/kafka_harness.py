@@ -60,11 +60,12 @@ def unique_namespace(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
 
 
-def corpus_events(corpus: Path, rounds: int = 1, shift_ms: int = 0) -> list[HookEvent]:
-    """Every hook event of the corpus with the gateway capture, ``rounds`` times (fresh ids, one
-    day apart each round), all shifted by ``shift_ms``."""
+def session_events(root: Path, rounds: int = 1, shift_ms: int = 0) -> list[HookEvent]:
+    """Every hook event of the session files under ``root`` (the corpus or the generated set,
+    :mod:`tests.session_sets`) with the gateway capture, ``rounds`` times (fresh ids, one day apart
+    each round), all shifted by ``shift_ms``."""
     base: list[HookEvent] = []
-    for p in sorted(corpus.rglob("*.jsonl")):
+    for p in sorted(root.rglob("*.jsonl")):
         _, items = import_file(p, gateway=True)
         base.extend(ev for _o, _r, ev in items if not isinstance(ev, RejectedInput))
     day = 86_400_000

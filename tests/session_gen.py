@@ -35,7 +35,7 @@ _WORDS = (
 )
 _VERBS = ("fix", "add", "check", "rename", "explain", "test", "refactor", "measure", "document", "review")
 SHORT_PROMPTS = ("continue", "yes, go ahead", "run the tests again")
-_TOOLS = ("Bash", "Read", "Edit", "Grep", "Glob", "Write")
+_TOOLS = ("Bash", "Read", "Edit", "Grep", "Glob", "Write", "mcp__postgres__query")
 
 
 def iso(ms: int) -> str:
@@ -137,7 +137,7 @@ class Tool:
 
 
 def random_tool(rng: random.Random, cwd: str) -> Tool:
-    """A Bash / Read / Edit / Grep / Glob / Write call with a plausible input and result; about 1 in 12 fails."""
+    """A Bash / Read / Edit / Grep / Glob / Write / MCP database call with a plausible input and result; about 1 in 12 fails."""
     name = rng.choice(_TOOLS)
     path = f"{cwd}/{rng.choice(_WORDS)}/{rng.choice(_WORDS)}.py"
     inputs: dict[str, dict[str, Any]] = {
@@ -147,6 +147,7 @@ def random_tool(rng: random.Random, cwd: str) -> Tool:
         "Grep": {"pattern": rng.choice(_WORDS), "path": cwd},
         "Glob": {"pattern": f"**/*{rng.choice(_WORDS)}*.py"},
         "Write": {"file_path": path, "content": reply_text(rng, 1)},
+        "mcp__postgres__query": {"sql": f"select count(*) from {rng.choice(_WORDS)}s"},
     }
     failed = rng.random() < 1 / 12
     result = f"Exit code 1\n{_sentence(rng, 6)}" if failed else f"{_sentence(rng, rng.randint(4, 20))}\n"

@@ -20,6 +20,15 @@ from tests.session_gen import ROLES, SESSION_GROUPS, Facts, SessionSpec, write_s
 NO_CORPUS = "shared/corpus is not beside the repository (an extra: the generated sessions ran instead)"
 """The skip reason of a corpus variant without the corpus (allowed under CI: ``tests/conftest.py``)."""
 
+CORPUS_ONLY = "only shared/corpus holds "
+"""How the skip reason of a test that only the corpus can feed begins (allowed under CI with its own entry)."""
+
+
+def corpus_only(what: str) -> str:
+    """The skip reason of a test that reads ``what`` from the corpus and has no generated input."""
+    return f"{CORPUS_ONLY}{what}, and it is not beside the repository"
+
+
 CORPUS_ROLES: dict[str, str] = {
     "hooked_main": "claude-code/fasthooks-c45af7b1-main",
     "hook_log": "claude-code/fasthooks-c45af7b1-hook-events",

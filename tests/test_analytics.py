@@ -20,6 +20,7 @@ from streams.importers.files import import_file
 from streams.model.events import HookEvent
 from streams.settings import Settings
 from tests.corpus import CORPUS, claude_files, codex_files
+from tests.session_sets import SessionSet, corpus_only
 
 D1 = 1_767_225_600_000  # 2026-01-01T00:00:00Z
 D2 = D1 + 86_400_000  # 2026-01-02
@@ -146,7 +147,7 @@ def test_resent_short_bodies(hand: duckdb.DuckDBPyConnection) -> None:
 
 
 # --- the real corpus ------------------------------------------------------------------------------
-needs_corpus = pytest.mark.skipif(not CORPUS.exists(), reason="shared/corpus is not beside the repository")
+needs_corpus = pytest.mark.skipif(not CORPUS.exists(), reason=corpus_only("the figures of the README's window table"))
 
 
 @pytest.fixture(scope="module")
@@ -196,10 +197,9 @@ def test_queries_on_the_corpus(corpus_db: Path, tmp_path: Path) -> None:
     con1.close()
 
 
-@needs_corpus
-def test_one_sided_turns_on_the_corpus_with_a_broken_sent_hook(tmp_path: Path) -> None:
+def test_one_sided_turns_with_a_broken_sent_hook(sessions: SessionSet, tmp_path: Path) -> None:
     """The gateway's message:sent hook of one Codex session is broken: each of that session's replies is one-sided."""
-    files = codex_files()
+    files = sessions.codex_files()
     target = files[0]
     dropped = 0
 

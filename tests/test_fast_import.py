@@ -5,7 +5,7 @@ Every comparison runs the same input twice, once with ``fastpath.ENABLED`` and o
 ``stripHmPrefix`` of the built content, the stable-id shortcut vs the JSON encoder), and requires
 equal results: the same records (topic, key, value bytes, dead letters with their reasons) from
 ``produce``'s :func:`streams.produce.producer.hook_records`, the same events and captures from the
-importers (what ``hivestream run`` reads), on the real corpus, the demo samples, KnowHub lines
+importers (what ``hivestream run`` reads), on the session files (generated; the real corpus when present), the demo samples, KnowHub lines
 and the generated backlog with its bad lines.
 """
 
@@ -32,9 +32,9 @@ from streams.model.events import HookEvent, stable_id
 from streams.produce.keys import hook_event_key
 from streams.produce.producer import ProduceReport, hook_records
 from streams.redaction.redact import RedactionMode
-from tests.corpus import CORPUS, claude_files, codex_files
 from tests.kb_fixtures import scenario_lines, write_lines
 from tests.kb_hardening_lines import hardening_lines
+from tests.session_sets import SessionSet
 
 SAMPLES = Path(__file__).resolve().parent.parent / "hivestream" / "samples"
 
@@ -139,18 +139,16 @@ def test_backlog_records_equal(backlog: Path) -> None:
     assert n > 8_000
 
 
-@pytest.mark.skipif(not CORPUS.exists(), reason="shared/corpus is not beside the repository")
 @pytest.mark.parametrize("gateway", [False, True])
-def test_corpus_records_equal(gateway: bool) -> None:
-    paths = [*claude_files(), *codex_files()]
-    assert paths, "the corpus is missing"
+def test_session_records_equal(sessions: SessionSet, gateway: bool) -> None:
+    paths = [*sessions.claude_files(), *sessions.codex_files()]
     assert assert_records_equal(paths, gateway) > 100
 
 
 @pytest.mark.parametrize("gateway", [False, True])
-def test_corpus_events_and_captures_equal(gateway: bool) -> None:
+def test_session_events_and_captures_equal(sessions: SessionSet, gateway: bool) -> None:
     """What the embedded runner reads: same events (fields, set fields, JSON), captures and keys."""
-    for path in [*claude_files(), *codex_files(), *sorted(SAMPLES.glob("*.jsonl"))]:
+    for path in [*sessions.claude_files(), *sessions.codex_files(), *sorted(SAMPLES.glob("*.jsonl"))]:
         fast, model = both(items, path, gateway)
         assert fast == model, path.name
 
@@ -228,7 +226,7 @@ def test_big_numbers_keep_their_type() -> None:
     assert math.isnan(parse_json_object(b'{"f": NaN}')["f"])
 
 
-def test_pooled_import_equals_one_process(backlog: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_pooled_import_equals_one_process(backlog: Path, generated_sessions: SessionSet, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """``produce --jobs 2``: the same records in the same order as the one-process import, with
     hook-event files cut into many byte ranges (offsets of dead letters continue across them)."""
     from streams.produce import import_pool
@@ -238,7 +236,7 @@ def test_pooled_import_equals_one_process(backlog: Path, tmp_path: Path, monkeyp
     no_newline.write_bytes(b'{"content": "[hm src:x] a", "timestamp": 1}\n\n\r\n{"broken\n{"content": "b", "timestamp": 2}')
     empty = tmp_path / "empty.jsonl"
     empty.write_bytes(b"")
-    paths = [backlog, *claude_files()[:3], *codex_files()[:2], no_newline, empty, backlog]
+    paths = [backlog, *generated_sessions.claude_files()[:3], *generated_sessions.codex_files()[:2], no_newline, empty, backlog]
     assert len(import_pool.byte_ranges(backlog, 40_000)) > 20
     for gateway in (False, True):
         one, one_rep = records(paths, gateway)

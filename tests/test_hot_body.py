@@ -20,9 +20,7 @@ import pytest
 from hivestream.embedded.frames import run_files
 from streams.kafka.topics import Topics
 from streams.produce.keys import hook_event_key
-from tests.corpus import CORPUS
 from tests.kafka_harness import (
-    corpus_events,
     create_topics,
     dumps,
     frame_tables,
@@ -30,6 +28,7 @@ from tests.kafka_harness import (
     kill9,
     produce,
     project_all,
+    session_events,
     start_worker,
     stop,
     topic_values,
@@ -38,14 +37,15 @@ from tests.kafka_harness import (
     worker_group,
     write_jsonl,
 )
+from tests.session_sets import generated_set
 
-pytestmark = [pytest.mark.kafka, pytest.mark.skipif(not CORPUS.exists(), reason="shared/corpus is not beside the repository")]
+pytestmark = pytest.mark.kafka
 
 N = 40_000
 
 
 def test_a_hot_body_s_state_entry_past_1_mib_is_written_and_restored(kafka_bootstrap: str, tmp_path: Path) -> None:
-    base = next(e for e in corpus_events(CORPUS) if e.body)
+    base = next(e for e in session_events(generated_set(tmp_path / "sessions").root) if e.body)
     hot = [base.model_copy(update={"event_id": f"hot-{i:06d}-{'a' * 24}", "event_time_ms": base.event_time_ms + i * 10}) for i in range(N)]
     recs = [(hook_event_key(e), e.to_json()) for e in hot]  # 400 s of captures: one window (10 min)
     topics = Topics(unique_namespace("hot"))

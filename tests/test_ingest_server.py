@@ -18,9 +18,9 @@ from streams.kafka.topics import Topics
 from streams.model.deadletter import DeadLetter
 from streams.model.events import HookEvent
 from streams.produce.keys import hook_event_key
-from tests.corpus import CORPUS, claude_files, codex_files
 from tests.ingest_harness import REPO_ROOT, IngestProc, corpus_payloads, frames_of, payload_lines, read_topic
 from tests.kafka_harness import unique_namespace, wait_until
+from tests.session_sets import SessionSet
 
 pytestmark = pytest.mark.kafka
 
@@ -182,11 +182,10 @@ def test_a_public_bind_without_tokens_refuses_to_start(tmp_path: Path) -> None:
     assert r.returncode == 2 and "refusing to listen on 0.0.0.0" in r.stderr
 
 
-def test_corpus_payloads_posted_live_become_the_same_frames_as_the_file(server: tuple[IngestProc, str, Topics], tmp_path: Path) -> None:
+def test_session_payloads_posted_live_become_the_same_frames_as_the_file(server: tuple[IngestProc, str, Topics], sessions: SessionSet,
+                                                                        tmp_path: Path) -> None:
     proc, bootstrap, topics = server
-    files = [*claude_files(), *codex_files()]
-    if not CORPUS.exists():
-        pytest.skip("corpus not found")
+    files = [*sessions.claude_files(), *sessions.codex_files()]
     payloads = corpus_payloads(files)
     runtimes = {rt for rt, _p in payloads}
     assert {"claude-code", "codex", "openclaw"} <= runtimes

@@ -2,11 +2,14 @@
 
 Every scenario uses its own topic namespace with four partitions per topic, shared by the
 workers; ``hook-events`` is keyed by key group as ``hivestream produce`` keys it, so the tables
-equal the embedded runner's row for row (first writers included).
+equal the embedded runner's row for row (first writers included). Both paths share the dedup
+core: these prove transport, partitioning and recovery (``tests/test_dedup_reference.py`` checks
+the dedup). Each runs on the generated sessions and on the real corpus when it is there.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import subprocess
@@ -22,10 +25,8 @@ import pytest
 from hivestream.embedded.frames import run_files
 from projections.frames.queries import QUERIES
 from streams.kafka.topics import Topics
-from tests.corpus import CORPUS
 from tests.kafka_harness import (
     REPO_ROOT,
-    corpus_events,
     create_topics,
     dead_letter_reasons,
     dumps,
@@ -37,6 +38,7 @@ from tests.kafka_harness import (
     produce,
     project_all,
     run_worker_until_done,
+    session_events,
     start_worker,
     stop,
     unique_namespace,
@@ -44,17 +46,18 @@ from tests.kafka_harness import (
     wait_worker_done,
     write_jsonl,
 )
+from tests.session_sets import SessionSet
 
-pytestmark = [pytest.mark.kafka, pytest.mark.skipif(not CORPUS.exists(), reason="shared/corpus is not beside the repository")]
+pytestmark = pytest.mark.kafka
 
-ROUNDS = 3  # the corpus three times over (fresh ids, a day apart): about 7,700 events
+ROUNDS = 3  # the sessions three times over (fresh ids, a day apart): about 3,600 generated events, 7,700 of the corpus
 
 
 @pytest.fixture(scope="module")
-def workload(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+def workload(sessions: SessionSet, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """The input records and the embedded runner's result on them."""
     d = tmp_path_factory.mktemp("workload")
-    recs = mixed_lines(corpus_events(CORPUS, rounds=ROUNDS) + memory_tool_events())
+    recs = mixed_lines(session_events(sessions.root, rounds=ROUNDS) + memory_tool_events())
     jsonl = write_jsonl(d / "input.jsonl", recs)
     ref = d / "embedded.duckdb"
     report = run_files([jsonl], ref)
@@ -140,22 +143,35 @@ def _project_cmd(bootstrap: str, topics: Topics, db: Path, *extra: str) -> list[
 
 
 def test_kill9_of_the_projector_and_queries_while_it_runs(kafka_bootstrap: str, live: dict[str, Any], tmp_path: Path) -> None:
+    """Three projector runs, each killed at a random point after its first snapshot; while each runs,
+    a query reads that snapshot (the file is held); the last run, to the end, equals the live projection."""
     topics: Topics = live["topics"]
     db = tmp_path / "proj.duckdb"
+    snap = db.with_name(db.name + ".snapshot")
     env = {**os.environ, "HIVESTREAM_BATCH_SIZE": "300"}
     rnd = random.Random(5)
+    seen: list[int] = []
     for _ in range(3):
+        started = time.time()
         p = subprocess.Popen(_project_cmd(kafka_bootstrap, topics, db, "--snapshot-every", "0.2"), cwd=REPO_ROOT, env=env)
-        time.sleep(rnd.uniform(2.5, 5.0))
-        if db.with_name(db.name + ".snapshot").exists():
+        try:
+            wait_until(lambda p=p, t=started: p.poll() is not None or (snap.exists() and snap.stat().st_mtime > t), 120, "this projector's first snapshot")
+            assert p.poll() is None, f"the projector exited with {p.returncode}"
+            time.sleep(rnd.uniform(0.5, 3.0))
             q = subprocess.run([sys.executable, "-m", "hivestream", "query", "totals", "--db", str(db), "--format", "json"],
                                cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
-            assert q.returncode == 0, q.stderr
-            if p.poll() is None:
-                assert "snapshot" in q.stderr and "published" in q.stderr
-        kill9(p) if p.poll() is None else None
+            assert p.poll() is None, "the projector stopped before the query ended: the query did not run beside it"
+        finally:
+            kill9(p) if p.poll() is None else None
+        assert q.returncode == 0, q.stderr
+        said = " ".join(q.stderr.split())
+        assert "answered from the snapshot" in said and "a writer holds" in said, said
+        (row,) = json.loads(q.stdout)
+        seen.append(int(row["captures"]))
     subprocess.run(_project_cmd(kafka_bootstrap, topics, db, "--idle-exit", "3"), cwd=REPO_ROOT, env=env, check=True, timeout=300)
-    assert frame_tables(db) == frame_tables(live["db"])
+    final = frame_tables(db)
+    assert final == frame_tables(live["db"])
+    assert all(0 <= n <= len(final["captures"]) for n in seen) and max(seen) > 0
 
 
 def test_replay_into_a_new_file_gives_the_same_query_results(kafka_bootstrap: str, live: dict[str, Any], tmp_path: Path) -> None:
@@ -172,9 +188,9 @@ def test_replay_into_a_new_file_gives_the_same_query_results(kafka_bootstrap: st
     assert not new.with_name(new.name + ".replay-tmp").exists()
 
 
-def test_a_month_old_log_gives_the_same_frames(kafka_bootstrap: str, tmp_path: Path) -> None:
+def test_a_month_old_log_gives_the_same_frames(kafka_bootstrap: str, sessions: SessionSet, tmp_path: Path) -> None:
     month = 30 * 86_400_000
-    events = corpus_events(CORPUS)
+    events = session_events(sessions.root)
     old = [ev.model_copy(update={"event_time_ms": ev.event_time_ms - month}) for ev in events]
     live_db = tmp_path / "now.duckdb"
     run_files([write_jsonl(tmp_path / "now.jsonl", mixed_lines(events, bad=[]))], live_db)
@@ -196,12 +212,12 @@ def _cli(*args: str, timeout: int = 300) -> subprocess.CompletedProcess[str]:
                           timeout=timeout, check=True)
 
 
-def test_cli_produce_worker_project_and_reprocess(kafka_bootstrap: str, tmp_path: Path) -> None:
-    """The corpus through `hivestream produce`, `worker` and `project` equals `hivestream run`;
+def test_cli_produce_worker_project_and_reprocess(kafka_bootstrap: str, sessions: SessionSet, tmp_path: Path) -> None:
+    """The session files through `hivestream produce`, `worker` and `project` equal `hivestream run`;
     `reprocess` with body+event into frames.v2 equals `hivestream run --key-strategy body+event`."""
     topics = Topics(unique_namespace("cli"))
     create_topics(kafka_bootstrap, topics)
-    corpus = [str(CORPUS / "claude-code"), str(CORPUS / "codex")]
+    corpus = [str(d) for d in sessions.dirs()]
     common = ["--bootstrap", kafka_bootstrap, "--namespace", topics.namespace]
     res = _cli("produce", *corpus, "--gateway", *common)
     assert "produced" in res.stdout and "events/s" in res.stdout

@@ -19,12 +19,13 @@ from streams.importers.files import import_file
 from streams.memory_calls import DEFAULT_RULES, ToolRule, classify, memory_call, results_returned, split_tool_name
 from streams.model.adapters import adapt
 from streams.model.events import HookEvent
-from tests.corpus import CORPUS, claude_files, codex_files, corpus_file
+from tests.corpus import CORPUS
 from tests.kb_fixtures import cc_tool, oc_tool
 from tests.kb_privacy import forms, secrets
+from tests.session_sets import SessionSet, corpus_only
 from tests.test_redact import CASES
 
-needs_corpus = pytest.mark.skipif(not CORPUS.exists(), reason="shared/corpus is not beside the repository")
+needs_schemas = pytest.mark.skipif(not (CORPUS / "codex-hook-schemas").is_dir(), reason=corpus_only("Codex's hook input schemas"))
 
 
 @pytest.mark.parametrize(("name", "expected"), [
@@ -71,10 +72,9 @@ def test_results_returned(result: Any, n: int | None) -> None:
     assert results_returned(result) == n
 
 
-@needs_corpus
-def test_claude_code_post_tool_use_shape_from_the_corpus() -> None:
-    """A real PostToolUse line of the corpus hook log (B3), with a memory tool in place of its Bash call."""
-    log = corpus_file("claude-code", "fasthooks-c45af7b1-hook-events")
+def test_claude_code_post_tool_use_shape_from_a_hook_log(sessions: SessionSet) -> None:
+    """A PostToolUse line of a Claude Code hook log (the corpus's B3 and its generated kin), with a memory tool in place of its call."""
+    log = sessions.path("hook_log")
     line = next(json.loads(x) for x in log.read_text().splitlines() if '"PostToolUse"' in x)
     line |= {"tool_name": "mcp__hive-mind__recall_memory", "tool_input": {"query": "ls output", "limit": 3},
              "tool_response": [{"type": "text", "text": json.dumps([{"id": 7, "content": "total 76"}])}], "tool_use_id": "toolu_1"}
@@ -89,7 +89,7 @@ def test_claude_code_post_tool_use_shape_from_the_corpus() -> None:
     assert memory_call(adapt({**line, "event": "PreToolUse"})) is None  # only the call's outcome counts, once
 
 
-@needs_corpus
+@needs_schemas
 def test_codex_post_tool_use_shape_from_the_schema() -> None:
     """A Codex PostToolUse with every field the corpus's Codex hook schema requires; arguments as Codex's JSON string."""
     schema = json.loads((CORPUS / "codex-hook-schemas" / "post-tool-use.command.input.schema.json").read_text())
@@ -122,18 +122,17 @@ def test_openclaw_after_tool_call_and_failures() -> None:
     assert weird is not None and weird.arguments == '"not json {"' and weird.results is None  # odd shapes are kept, never a crash
 
 
-@needs_corpus
-def test_no_tool_call_of_the_corpus_is_a_memory_call(tmp_path: Path) -> None:
-    """The corpus's 1,141 tool calls (Bash, Read, apply_patch, exec_command, MCP database tools, ...) are none of memory's."""
+def test_no_tool_call_of_the_sessions_is_a_memory_call(sessions: SessionSet, tmp_path: Path) -> None:
+    """The sessions' tool calls (Bash, Read, apply_patch, exec_command, MCP database tools, ...; 1,141 in the corpus) are none of memory's."""
     names: set[str] = set()
-    for p in [*claude_files(), *codex_files()]:
+    for p in [*sessions.claude_files(), *sessions.codex_files()]:
         for _off, _raw, ev in import_file(p)[1]:
             if isinstance(ev, HookEvent) and ev.native_event in ("PostToolUse", "PostToolUseFailure"):
                 names.add(str((ev.raw or {}).get("tool_name")))
-    assert {"Bash", "Read", "exec_command", "apply_patch", "mcp__supabase_right_aim_ops__execute_sql"} <= names
+    assert {"Bash", "Read", "exec_command", "apply_patch"} <= names and any(n.startswith("mcp__") for n in names)
     assert [n for n in names if classify(n) is not None] == []
     db = tmp_path / "c.duckdb"
-    run_files([*claude_files(), *codex_files()], db)
+    run_files([*sessions.claude_files(), *sessions.codex_files()], db)
     con = duckdb.connect(str(db), read_only=True)
     assert con.execute("SELECT count(*) FROM memory_tool_calls").fetchone() == (0,)
     for name in MEMORY_QUERIES:

@@ -28,6 +28,7 @@ from streams.kafka.batched_output import BatchedOutput
 from streams.kafka.errors import remember_secret
 from streams.kafka.rewinding import on_before_commit
 from streams.kafka.topics import WORKER_BATCH_BYTES
+from tests.session_sets import SessionSet
 from tests.test_batch_delivery import setup  # noqa: F401  # the consumer every worker gets, on a fake fetch thread
 
 
@@ -212,16 +213,14 @@ async def test_the_consumer_commits_nothing_when_an_output_was_refused(setup: An
 # --- on the real broker --------------------------------------------------------------------------
 
 @pytest.mark.kafka
-def test_a_worker_whose_frames_topic_refuses_stops_and_loses_nothing(kafka_bootstrap: str, tmp_path: Path) -> None:
+def test_a_worker_whose_frames_topic_refuses_stops_and_loses_nothing(kafka_bootstrap: str, sessions: SessionSet, tmp_path: Path) -> None:
     from kafka.admin import ConfigResource, ConfigResourceType
 
     from hivestream.embedded.frames import run_files
     from streams.kafka.clients import kafka_admin
     from streams.kafka.topics import Topics
     from streams.produce.keys import hook_event_key
-    from tests.corpus import CORPUS
     from tests.kafka_harness import (
-        corpus_events,
         create_topics,
         dumps,
         end_offset_sum,
@@ -230,6 +229,7 @@ def test_a_worker_whose_frames_topic_refuses_stops_and_loses_nothing(kafka_boots
         produce,
         project_all,
         run_worker_until_done,
+        session_events,
         start_worker,
         stop,
         unique_namespace,
@@ -239,10 +239,8 @@ def test_a_worker_whose_frames_topic_refuses_stops_and_loses_nothing(kafka_boots
         write_jsonl,
     )
 
-    if not CORPUS.exists():
-        pytest.skip("shared/corpus is not beside the repository")
-    first = [(hook_event_key(e), e.to_json()) for e in corpus_events(CORPUS, rounds=1)]
-    second = [(hook_event_key(e), e.to_json()) for e in corpus_events(CORPUS, rounds=1, shift_ms=86_400_000)]
+    first = [(hook_event_key(e), e.to_json()) for e in session_events(sessions.root, rounds=1)]
+    second = [(hook_event_key(e), e.to_json()) for e in session_events(sessions.root, rounds=1, shift_ms=86_400_000)]
     topics = Topics(unique_namespace("refused"))
     create_topics(kafka_bootstrap, topics)
     produce(kafka_bootstrap, topics.hook_events, first)

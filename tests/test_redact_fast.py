@@ -6,7 +6,7 @@ gates of :func:`~streams.redaction.rules.families` and each rule's
 ``_redact_reference`` (every rule on every pass, the code before the fast path), text and counts,
 on: the redaction tests' cases, negatives and fragments; every rule's positives and seeded
 near-miss mutations of them; random mixes (hypothesis), also with the characters that case-folding
-regexes treat specially; and every distinct string of the real corpus. They also check the skip
+regexes treat specially; and every distinct string of the session files (generated, and the real corpus when present). They also check the skip
 conditions directly: whenever a rule's pattern matches the text it is run on (the input or a text
 an earlier rule changed), the rule's family gate and its own condition accept that text.
 """
@@ -25,8 +25,8 @@ from hypothesis import strategies as st
 
 from streams.redaction.redact import _apply_reference, _redact_reference, _redact_strict, redact
 from streams.redaction.rules import RULES, families
-from tests.corpus import CORPUS
 from tests.kb_hardening import REDACTION_CLASSES
+from tests.session_sets import SessionSet
 from tests.test_redact import _FRAGMENTS, CASES, NEGATIVES
 
 # Characters a case-insensitive regex matches across scripts (long s, dotless i, dotted I, Kelvin
@@ -164,13 +164,12 @@ def _strings(v: Any) -> Iterator[str]:
             yield from _strings(x)
 
 
-@pytest.mark.skipif(not CORPUS.exists(), reason="shared/corpus is not beside the repository")
-def test_same_result_on_every_corpus_string() -> None:
+def test_same_result_on_every_session_string(sessions: SessionSet) -> None:
     texts: dict[str, None] = {}
-    for p in sorted(CORPUS.rglob("*.jsonl")):
+    for p in sorted(sessions.root.rglob("*.jsonl")):
         for line in p.read_text(encoding="utf-8").splitlines():
             if line.strip():
                 texts.update(dict.fromkeys(_strings(json.loads(line))))
-    assert len(texts) > 10_000
+    assert len(texts) > 5_000
     differing = [t for t in texts if _redact_strict(t) != _redact_reference(t)]
     assert differing == []

@@ -22,7 +22,7 @@ from streams.frames import capture_import
 from streams.frames.capture_import import CaptureOptions, file_tasks
 from streams.importers.files import read_lines, split_lines
 from streams.importers.ordered_pool import OrderedPool
-from tests.corpus import CORPUS, claude_files, codex_files
+from tests.session_sets import SessionSet
 
 TABLES = {
     "frames": "SELECT * FROM frames",
@@ -62,9 +62,8 @@ def test_jobs_equal_one_process_on_a_backlog_with_bad_lines(tmp_path: Path, smal
     assert a == b
 
 
-@pytest.mark.skipif(not CORPUS.exists(), reason="shared/corpus is not beside the repository")
-def test_jobs_equal_one_process_on_the_corpus(tmp_path: Path, small_chunks: None) -> None:
-    files = [*claude_files(), *codex_files(), *sorted(SAMPLES.glob("*.jsonl"))]
+def test_jobs_equal_one_process_on_the_sessions(sessions: SessionSet, tmp_path: Path, small_chunks: None) -> None:
+    files = [*sessions.claude_files(), *sessions.codex_files(), *sorted(SAMPLES.glob("*.jsonl"))]
     one = run_files(files, tmp_path / "one.duckdb", gateway=True)
     three = run_files(files, tmp_path / "three.duckdb", gateway=True, jobs=3)
     assert one.captures == three.captures > 100

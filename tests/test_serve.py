@@ -15,6 +15,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections import Counter
 from pathlib import Path
@@ -27,11 +28,11 @@ import pytest
 
 from streams.frames.dedup import DedupCore
 from streams.ingest.hook_log import HOOK_EVENTS, read_chunks
-from tests.corpus import CORPUS, claude_files, codex_files
 from tests.ingest_harness import corpus_payloads, frames_of, payload_lines
 from tests.kafka_harness import frame_tables
 from tests.kb_fixtures import scenario_lines
 from tests.serve_harness import REPO_ROOT, ServeProc, all_tables, gateway_echo, hivestream, prompt
+from tests.session_sets import generated_set
 
 KB_TABLES = ("experience_submissions", "experience_redactions", "experience_reviews", "experiences", "kb_telemetry", "kb_dead_letters",
              "kb_dedup_state", "kb_positions", "kb_reminder_counters", "kb_hooks_seen")
@@ -54,7 +55,7 @@ def _memory_calls(n: int = 9, t0: int = 1_790_000_500_000) -> list[dict[str, Any
 
 
 def _workload() -> list[tuple[str, dict[str, Any]]]:
-    """(route, payload): prompts with the gateway's echo of each, memory tool calls, KnowHub's day, the corpus when present."""
+    """(route, payload): prompts with the gateway's echo of each, memory tool calls, KnowHub's day, the generated sessions."""
     out: list[tuple[str, dict[str, Any]]] = []
     for i in range(300):
         out.append(("claude-code", prompt("live", i)))
@@ -62,8 +63,9 @@ def _workload() -> list[tuple[str, dict[str, Any]]]:
             out.append(("openclaw", gateway_echo("live", i)))
     out += [("claude-code", p) for p in _memory_calls()]
     out += [("auto", p) for p in scenario_lines()]
-    if CORPUS.exists():
-        out += corpus_payloads([*claude_files(), *codex_files()])[:1500]
+    with tempfile.TemporaryDirectory() as d:
+        sessions = generated_set(Path(d))
+        out += corpus_payloads([*sessions.claude_files(), *sessions.codex_files()])[:1500]
     return out
 
 
