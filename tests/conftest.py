@@ -1,13 +1,90 @@
-"""Shared pytest fixtures."""
+"""Shared pytest fixtures, the broker-marker check, and the CI rule for skips.
+
+Under CI (the environment variable ``CI`` set and not ``0``/``false``, as ``.ci/run`` sets it) a
+skipped test fails the run unless its skip is in :data:`ALLOWED_SKIPS` with the reason it may skip:
+a test that cannot run where the suite is meant to run all of it is reported, not passed over.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import os
+from collections.abc import Generator, Iterator
+from typing import NamedTuple
 
 import pytest
 
 from tests.kafka_broker import kafka_broker
-from tests.session_sets import NO_CORPUS, SessionSet, corpus_set, generated_set
+from tests.session_sets import CORPUS_ONLY, NO_CORPUS, SessionSet, corpus_set, generated_set
+
+pytest_plugins = ["pytester"]  # tests/test_ci_skips.py runs the CI rule on a probe file
+
+
+class AllowedSkip(NamedTuple):
+    """A skip CI accepts: tests whose node id starts with ``node``, skipped with a reason starting with ``reason``, and why."""
+
+    node: str
+    reason: str
+    why: str
+
+
+ALLOWED_SKIPS: tuple[AllowedSkip, ...] = (
+    AllowedSkip("", NO_CORPUS, "the corpus variant of a test that ran on the generated sessions too; the corpus is read "
+                "in place beside the repository, never copied into it"),
+    AllowedSkip("", CORPUS_ONLY, "a check only the real corpus can feed (its own published figures, Codex's hook schemas), "
+                "read in place beside the repository"),
+    AllowedSkip("tests/test_ingest_reuse_port.py::", "SO_REUSEPORT is Linux/BSD only", "the platform has no SO_REUSEPORT"),
+    AllowedSkip("tests/test_run_jobs.py::", "needs Linux /proc", "the platform has no /proc to read a process's memory from"),
+    AllowedSkip("tests/test_ingest_faults.py::", "these tests stop and start a broker of their own",
+                "KAFKA_BOOTSTRAP_SERVERS names an external broker, which these tests must not stop"),
+)
+"""The skips CI accepts. Anything else skipped under CI (a missing tool such as node or npm, a failed
+``npm install``, a missing optional package, an empty parameter set) fails the run."""
+
+
+def under_ci() -> bool:
+    """Whether the suite runs as CI: ``CI`` set to anything but ``""``, ``0``, ``false`` or ``no``."""
+    return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
+
+
+def skip_reason(report: pytest.TestReport) -> str:
+    """The reason a skipped test report gives (``pytest.skip``'s message, without the ``Skipped: `` pytest adds)."""
+    longrepr = report.longrepr
+    text = longrepr[2] if isinstance(longrepr, tuple) and len(longrepr) == 3 else str(longrepr)
+    return text.removeprefix("Skipped: ")
+
+
+def allowed_skip(nodeid: str, reason: str) -> AllowedSkip | None:
+    """The :data:`ALLOWED_SKIPS` entry that accepts this skip, or ``None``."""
+    return next((a for a in ALLOWED_SKIPS if nodeid.startswith(a.node) and reason.startswith(a.reason)), None)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """Under CI, turn a skip that :data:`ALLOWED_SKIPS` does not accept into a failure that says why."""
+    report = yield
+    if report.skipped and not hasattr(report, "wasxfail") and under_ci():
+        reason = skip_reason(report)
+        entry = allowed_skip(item.nodeid, reason)
+        if entry is None:
+            report.outcome = "failed"
+            report.longrepr = (f"skipped under CI, and no entry of ALLOWED_SKIPS (tests/conftest.py) allows this skip:\n{reason}\n"
+                               "(make the test run here, or allow its skip there with the reason it may skip)")
+        else:
+            item.config.stash.setdefault(_ALLOWED, []).append((item.nodeid, entry.why))
+    return report
+
+
+_ALLOWED = pytest.StashKey[list[tuple[str, str]]]()
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, exitstatus: int, config: pytest.Config) -> None:
+    """Under CI, list the skips that were allowed and why."""
+    allowed = config.stash.get(_ALLOWED, [])
+    if allowed:
+        terminalreporter.section("skips allowed under CI (tests/conftest.py ALLOWED_SKIPS)")
+        for why in sorted({w for _n, w in allowed}):
+            n = sum(1 for _n, w in allowed if w == why)
+            terminalreporter.write_line(f"{n:4d}  {why}")
 
 
 @pytest.fixture(scope="session")

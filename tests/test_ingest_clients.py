@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -34,33 +35,58 @@ CLAUDE_CODE_VERSION = "2.1.197"
 CC_DIR = REPO_ROOT / ".venv" / "claude-code"
 
 
-def claude_bin() -> Path | None:
+def npm_install(prefix: Path, package: str) -> str | None:
+    """``npm install --prefix PREFIX PACKAGE`` (no scripts); ``None`` when npm succeeded, else why not:
+    npm missing, or its exit status and the first 20 lines of its output without stack frames (a skip
+    shows them; under CI the skip fails the run, ``tests/conftest.py``)."""
+    if not shutil.which("npm"):
+        return "npm is not on PATH"
+    try:
+        r = subprocess.run(["npm", "install", "--prefix", str(prefix), "--no-audit", "--no-fund", "--ignore-scripts", package],
+                           capture_output=True, text=True, timeout=600, check=False)
+    except subprocess.TimeoutExpired:
+        return f"npm install {package} did not finish within 600 s"
+    if r.returncode == 0:
+        return None
+    said = [ln for ln in (r.stdout + r.stderr).strip().splitlines() if not re.match(r"(npm error)?\s+at ", ln)]
+    return f"npm install {package} exited {r.returncode}:\n" + "\n".join(said[:20])
+
+
+def claude_bin() -> Path:
     """The Claude Code CLI: ``HIVESTREAM_CLAUDE_BIN``, else npm's package installed once under
-    ``.venv/claude-code`` (the native binary the package's postinstall would copy)."""
+    ``.venv/claude-code`` (the native binary the package's postinstall would copy).
+
+    Skips the calling test, with npm's output, when it cannot be had.
+    """
     env = os.environ.get("HIVESTREAM_CLAUDE_BIN")
     if env:
         return Path(env)
     native = CC_DIR / "node_modules" / "@anthropic-ai" / "claude-code-linux-x64" / "claude"
-    if not native.exists() and shutil.which("npm"):
-        subprocess.run(["npm", "install", "--prefix", str(CC_DIR), "--no-audit", "--no-fund", "--ignore-scripts",
-                        f"@anthropic-ai/claude-code@{CLAUDE_CODE_VERSION}"], capture_output=True, timeout=600, check=False)
-    return native if native.exists() else None
+    why = None if native.exists() else npm_install(CC_DIR, f"@anthropic-ai/claude-code@{CLAUDE_CODE_VERSION}")
+    if not native.exists():
+        pytest.skip(f"Claude Code CLI not available: {why or f'npm installed no {native}'}")
+    return native
 
 
 CODEX_VERSION = "0.171.0"
 CODEX_DIR = REPO_ROOT / ".venv" / "codex"
 
 
-def codex_js() -> Path | None:
-    """The Codex CLI entry (``HIVESTREAM_CODEX_JS``, else npm's package installed once under ``.venv/codex``)."""
+def codex_js() -> Path:
+    """The Codex CLI entry (``HIVESTREAM_CODEX_JS``, else npm's package installed once under ``.venv/codex``).
+
+    Skips the calling test, with npm's output, when it cannot be had or Node.js is missing.
+    """
     env = os.environ.get("HIVESTREAM_CODEX_JS")
     if env:
         return Path(env)
     js = CODEX_DIR / "node_modules" / "@openai" / "codex" / "bin" / "codex.js"
-    if not js.exists() and shutil.which("npm"):
-        subprocess.run(["npm", "install", "--prefix", str(CODEX_DIR), "--no-audit", "--no-fund", "--ignore-scripts", f"@openai/codex@{CODEX_VERSION}"],
-                       capture_output=True, timeout=600, check=False)
-    return js if js.exists() and shutil.which("node") else None
+    why = None if js.exists() else npm_install(CODEX_DIR, f"@openai/codex@{CODEX_VERSION}")
+    if not js.exists():
+        pytest.skip(f"Codex CLI not available: {why or f'npm installed no {js}'}")
+    if not shutil.which("node"):
+        pytest.skip("Codex CLI not available: node is not on PATH")
+    return js
 
 
 @pytest.fixture(scope="module")
@@ -93,8 +119,6 @@ def _install(runtime: str, home: Path, url: str, *extra: str) -> str:
 def test_claude_code_one_turn_produces_its_prompt_and_stop_frames(ingest: tuple[IngestProc, Topics], kafka_bootstrap: str,
                                                                   tmp_path: Path, mode: str) -> None:
     cc = claude_bin()
-    if cc is None:
-        pytest.skip("Claude Code CLI not available (npm could not install @anthropic-ai/claude-code)")
     proc, topics = ingest
     home, project = tmp_path / "home", tmp_path / "project"
     home.mkdir()
@@ -209,8 +233,6 @@ def test_openclaw_handler_posts_without_blocking_and_spools_when_the_server_is_a
 def test_codex_exec_one_turn_reaches_ingest_through_its_notify_program(ingest: tuple[IngestProc, Topics], kafka_bootstrap: str,
                                                                        tmp_path: Path) -> None:
     js = codex_js()
-    if js is None:
-        pytest.skip("Codex CLI not available (npm could not install @openai/codex)")
     proc, topics = ingest
     home, project = tmp_path / "home", tmp_path / "codex-project"
     (home / ".codex").mkdir(parents=True)
