@@ -45,15 +45,23 @@ def general(line: bytes, opts: CaptureOptions, off: int) -> tuple[str, Any, Any]
     return o[1], tuple(o[3]) if o[1] == "c" else o[3], o[4]
 
 
-@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.one_of(BACKEND, OPENCLAW), st.sampled_from(OPTIONS), st.integers(0, 10**6))
-def test_line_capture_equals_the_general_path(payload: dict[str, Any], opts: CaptureOptions, off: int) -> None:
-    """Whenever the fast path gives capture fields, the general path gives that capture and no memory tool call."""
-    line = json.dumps(payload).encode("utf-8", "surrogatepass")
-    cap = line_capture(line, opts.strategy, opts.max_body_bytes, 7, off)
-    if cap is not None:
-        assert ("c", cap, None) == general(line, opts, off)
-        assert Capture._make(cap).offset == off
+def test_line_capture_equals_the_general_path() -> None:
+    """Whenever the fast path gives capture fields, the general path gives that capture and no memory
+    tool call; and it gives them for some of the payloads (else the comparison proves nothing)."""
+    answered: list[bool] = []
+
+    @settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(st.one_of(BACKEND, OPENCLAW), st.sampled_from(OPTIONS), st.integers(0, 10**6))
+    def check(payload: dict[str, Any], opts: CaptureOptions, off: int) -> None:
+        line = json.dumps(payload).encode("utf-8", "surrogatepass")
+        cap = line_capture(line, opts.strategy, opts.max_body_bytes, 7, off)
+        answered.append(cap is not None)
+        if cap is not None:
+            assert ("c", cap, None) == general(line, opts, off)
+            assert Capture._make(cap).offset == off
+
+    check()
+    assert sum(answered) >= 10, f"the fast path answered {sum(answered)} of {len(answered)} payloads"  # ~6 % of these odd ones
 
 
 NEIGHBOUR_KEYS = st.lists(st.sampled_from([
@@ -83,17 +91,25 @@ PLAIN = st.one_of(
 """Payloads the fast path answers for (so that the keys added beside them are what is tested)."""
 
 
-@settings(max_examples=800, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(PLAIN, NEIGHBOUR_KEYS, st.sampled_from(OPTIONS[:2]))
-def test_line_capture_equals_the_general_path_next_to_other_shapes(payload: dict[str, Any], extra: dict[str, Any], opts: CaptureOptions) -> None:
+def test_line_capture_equals_the_general_path_next_to_other_shapes() -> None:
     """A covered payload with keys of other runtimes, time fields or sessions beside (or instead of) its own:
-    whenever the fast path still answers, it is the general path's capture."""
-    for p in (payload, {**payload, **extra}):
-        line = json.dumps(p).encode("utf-8", "surrogatepass")
-        cap = line_capture(line, opts.strategy, opts.max_body_bytes, 7, 3)
-        assert cap is not None or p is not payload, "a plain payload takes the fast path"
-        if cap is not None:
-            assert ("c", cap, None) == general(line, opts, 3)
+    whenever the fast path still answers, it is the general path's capture (and it still answers for some)."""
+    answered: list[bool] = []
+
+    @settings(max_examples=800, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(PLAIN, NEIGHBOUR_KEYS, st.sampled_from(OPTIONS[:2]))
+    def check(payload: dict[str, Any], extra: dict[str, Any], opts: CaptureOptions) -> None:
+        for p in (payload, {**payload, **extra}):
+            line = json.dumps(p).encode("utf-8", "surrogatepass")
+            cap = line_capture(line, opts.strategy, opts.max_body_bytes, 7, 3)
+            assert cap is not None or p is not payload, "a plain payload takes the fast path"
+            if p is not payload:
+                answered.append(cap is not None)
+            if cap is not None:
+                assert ("c", cap, None) == general(line, opts, 3)
+
+    check()
+    assert sum(answered) > len(answered) // 10, f"the fast path answered {sum(answered)} of {len(answered)} payloads"
 
 
 @pytest.mark.parametrize("depth", [1, 63, 64, 65, 200, 985, 990, 995, 1020])

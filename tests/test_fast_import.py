@@ -398,17 +398,25 @@ OPENCLAW = st.fixed_dictionaries(
 )
 
 
-@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.one_of(BACKEND, OPENCLAW), st.sampled_from(list(RedactionMode)))
-def test_line_record_equals_the_general_path(payload: dict[str, Any], mode: RedactionMode) -> None:
+def test_line_record_equals_the_general_path() -> None:
     """``produce``'s line fast path: whenever it gives a record, it is the general path's record
-    (decode, adapt, validate, scrub, serialise, key) byte for byte, on odd payloads of every shape it covers."""
+    (decode, adapt, validate, scrub, serialise, key) byte for byte, on odd payloads of every shape it
+    covers; and it does give one for some of them (else the comparison proves nothing)."""
     from streams.produce.fast_records import line_record
 
-    line = json.dumps(payload).encode("utf-8", "surrogatepass")
-    rec = line_record(line)
-    if rec is not None:
-        assert rec == general_record(line, mode)
+    answered: list[bool] = []
+
+    @settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(st.one_of(BACKEND, OPENCLAW), st.sampled_from(list(RedactionMode)))
+    def check(payload: dict[str, Any], mode: RedactionMode) -> None:
+        line = json.dumps(payload).encode("utf-8", "surrogatepass")
+        rec = line_record(line)
+        answered.append(rec is not None)
+        if rec is not None:
+            assert rec == general_record(line, mode)
+
+    check()
+    assert sum(answered) >= 10, f"the fast path answered {sum(answered)} of {len(answered)} payloads"  # ~6 % of these odd ones
 
 
 def test_line_record_covers_the_usual_lines(backlog: Path) -> None:
