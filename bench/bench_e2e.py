@@ -49,7 +49,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.backlog import BacklogSpec, write_backlog  # noqa: E402
-from bench.bench_kafka import _lag, run_stage  # noqa: E402
+from bench.bench_kafka import _lags, run_stage  # noqa: E402
 from bench.procstat import proc_cpu_s, proc_peak_rss_mib  # noqa: E402
 from streams.kafka.lag import worker_group  # noqa: E402
 from streams.kafka.topics import Topics, ensure_topics  # noqa: E402
@@ -226,7 +226,7 @@ def kafka_path(bootstrap: str, log: Path, lines: int, d: Path, partitions: int, 
                     raise RuntimeError(f"produce exited with {rc}")
                 produced_s = time.perf_counter() - t0
             positions = snapshot_positions(db, seen)
-            if produced_s is not None and targets is None and _lag(bootstrap, group, t.hook_events, 1) == 0:
+            if produced_s is not None and targets is None and _lags(bootstrap, group, [t.hook_events], 1)[t.hook_events] == 0:
                 targets = end_offsets(bootstrap, [t.frames, t.dead_letter, t.memory_calls])
                 lag0_s = time.perf_counter() - t0
                 seen.clear()  # read the current snapshot again against the targets

@@ -7,14 +7,19 @@ Each stage runs ``--runs`` times (median; peak RSS the largest):
 
 * ``produce``: ``streams.produce.producer.produce_files`` (what ``hivestream produce`` runs) from the file,
   vs a raw aiokafka producer sending the same pre-serialised records one ``send()`` each;
-* ``worker``: ``hivestream worker`` from start to a consumer group with zero lag, vs the faust
-  no-op agent (``bench/faust_noop.py``, same app settings) on the same topic; the Quix Streams
-  dedup job (``bench/quix_dedup.py``, the ``bench`` extra) is printed beside it when installed;
+* ``worker``: ``hivestream worker`` from start to a consumer group with zero lag (it commits a
+  record only once its frame events are acknowledged), vs the faust no-op agent
+  (``bench/faust_noop.py``, same app settings) on the same topic; the Quix Streams dedup job
+  (``bench/quix_dedup.py``, the ``bench`` extra) is printed beside it when installed, timed until
+  its output is committed too: zero lag on ``hook-events`` and on its ``group_by`` repartition
+  topic, whose records it dedups and writes out;
 * ``projector``: ``frames`` → DuckDB (a fresh file each run), vs a raw consume of the same topic with
   the same client (aiokafka through :class:`projections.reader.consumer.PartitionReader`).
 
-Usage: ``python bench/bench_kafka.py [--turns 50000] [--runs 3]``. Uses ``KAFKA_BOOTSTRAP_SERVERS``
-when set, else starts the ``deploy/kafka`` broker and stops it.
+Each ratio is taken within one run (subject and anchor measured one after the other, alternating
+run by run) and printed per run with their median. Usage: ``python bench/bench_kafka.py [--turns
+50000] [--runs 3]``. Uses ``KAFKA_BOOTSTRAP_SERVERS`` when set, else starts the ``deploy/kafka``
+broker and stops it.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +45,7 @@ sys.path.insert(0, str(ROOT))
 from bench.backlog import BacklogSpec, write_backlog  # noqa: E402
 from bench.procstat import proc_cpu_s, proc_peak_rss_mib  # noqa: E402
 from streams.kafka.topics import Topics, ensure_topics  # noqa: E402
-from tests.kafka_harness import end_offset_sum, group_lag, stop, unique_namespace  # noqa: E402
+from tests.kafka_harness import end_offset_sum, stop, unique_namespace  # noqa: E402
 
 
 def peak_rss_mib() -> float:
@@ -202,19 +208,44 @@ def run_stage(name: str, *args: str) -> dict[str, float]:
     return result
 
 
-def _lag(bootstrap: str, group: str, topic: str, default: int) -> int:
+def _lags(bootstrap: str, group: str, topics: list[str], default: int) -> dict[str, int]:
+    """The group's committed lag per topic (``default`` for each when the broker does not answer)."""
     from kafka.errors import KafkaError
 
+    from streams.kafka.lag import consumer_lag
+
     try:
-        return group_lag(bootstrap, group, [topic])
+        parts = consumer_lag(bootstrap, group, topics)
     except KafkaError:
-        return default
+        return dict.fromkeys(topics, default)
+    return {t: sum(p.lag for p in parts if p.topic == t) for t in topics}
+
+
+def quix_repartition_topics(bootstrap: str, group: str) -> list[str]:
+    """The repartition topics Quix Streams created for consumer group ``group`` (``repartition__<group>--…``).
+
+    Raises:
+        RuntimeError: when there is none (the job would then be timed on its input topic alone).
+    """
+    from streams.kafka.clients import kafka_admin
+
+    admin = kafka_admin(bootstrap, client_id="bench-topics")
+    try:
+        names = sorted(n for n in admin.list_topics() if n.startswith(f"repartition__{group}--"))
+    finally:
+        admin.close()
+    if not names:
+        raise RuntimeError(f"no repartition topic of consumer group {group}")
+    return names
 
 
 def consume_to_zero_lag(bootstrap: str, cmd: list[str], group: str, topic: str, timeout_s: float = 3600,
-                        env: dict[str, str] | None = None, tree: Path = ROOT) -> dict[str, float]:
-    """Start ``cmd``; from its group's first commit to zero lag on ``topic``: records, records/s, peak
-    RSS (VmHWM, MiB) and CPU µs per record of the process.
+                        env: dict[str, str] | None = None, tree: Path = ROOT,
+                        internal: Callable[[], list[str]] | None = None) -> dict[str, float]:
+    """Start ``cmd``; from its group's first commit on ``topic`` to zero lag on ``topic`` (and on the
+    ``internal`` topics): records of ``topic``, records/s, peak RSS (VmHWM, MiB) and CPU µs per record
+    of the process; with ``internal`` topics also ``input_rate``, the rate had the clock stopped at
+    zero lag on ``topic`` alone (what was measured before the internal topics were counted).
 
     Args:
         bootstrap: PLAINTEXT bootstrap servers, for the measurement's own reads (lag, end offsets).
@@ -222,6 +253,9 @@ def consume_to_zero_lag(bootstrap: str, cmd: list[str], group: str, topic: str, 
             ``bench/bench_cluster.py`` passes the cluster's SASL_SSL settings here.
         tree: the checkout whose code ``cmd`` runs (its working directory and ``PYTHONPATH``; default
             this one); ``bench/bench_stages.py --before`` runs an earlier commit's worker this way.
+        internal: the topics the job writes and reads back itself (Quix Streams' repartition topic:
+            :func:`quix_repartition_topics`), asked once it consumes; the clock stops when the group's
+            committed lag on them is zero too, so their work is counted.
 
     Raises:
         RuntimeError: when the process exits or does not catch up within ``timeout_s`` seconds.
@@ -231,12 +265,16 @@ def consume_to_zero_lag(bootstrap: str, cmd: list[str], group: str, topic: str, 
     p = subprocess.Popen(cmd, cwd=tree, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**base, "PYTHONPATH": str(tree)})
     try:
         deadline = time.monotonic() + timeout_s
-        while (lag := _lag(bootstrap, group, topic, total)) >= total:
+        while (lag := _lags(bootstrap, group, [topic], total)[topic]) >= total:
             if time.monotonic() > deadline or p.poll() is not None:
                 raise RuntimeError(f"{cmd[:4]} did not start consuming")
             time.sleep(0.05)
         t0, c0, start_lag, hwm = time.perf_counter(), proc_cpu_s(p.pid), lag, 0.0
-        while _lag(bootstrap, group, topic, total) > 0:
+        topics = [topic, *(internal() if internal else [])]
+        input_done: float | None = None
+        while sum((lags := _lags(bootstrap, group, topics, total)).values()) > 0:
+            if input_done is None and lags[topic] == 0:
+                input_done = time.perf_counter() - t0
             if time.monotonic() > deadline or p.poll() is not None:
                 raise RuntimeError(f"{cmd[:4]} did not catch up")
             hwm = max(hwm, proc_peak_rss_mib(p.pid))
@@ -244,7 +282,10 @@ def consume_to_zero_lag(bootstrap: str, cmd: list[str], group: str, topic: str, 
         dt, cpu = time.perf_counter() - t0, proc_cpu_s(p.pid) - c0
     finally:
         stop(p)
-    return {"records": start_lag, "rate": start_lag / dt, "rss": hwm, "cpu_us": cpu / max(start_lag, 1) * 1e6}
+    out = {"records": start_lag, "rate": start_lag / dt, "rss": hwm, "cpu_us": cpu / max(start_lag, 1) * 1e6}
+    if internal:
+        out["input_rate"] = start_lag / (input_done or dt)
+    return out
 
 
 def main() -> None:
@@ -307,39 +348,58 @@ def main() -> None:
             figs.setdefault("noop", []).append(consume_to_zero_lag(
                 bootstrap, [sys.executable, str(ROOT / "bench" / "faust_noop.py"), ns, f"noop-{ns}-{i}"], f"noop-{ns}-{i}", t.hook_events))
             if has_quix:
+                qg = f"quix-{ns}-{i}"
                 figs.setdefault("quix", []).append(consume_to_zero_lag(
-                    bootstrap, [sys.executable, str(quix), bootstrap, ns, f"quix-{ns}-{i}", str(Path(d) / f"q{i}")], f"quix-{ns}-{i}", t.hook_events))
+                    bootstrap, [sys.executable, str(quix), bootstrap, ns, qg, str(Path(d) / f"q{i}")], qg, t.hook_events,
+                    internal=lambda qg=qg: quix_repartition_topics(bootstrap, qg)))
         frames = Topics(ns, "b0")
         for _ in range(a.runs if "projector" in only else 0):
             figs.setdefault("projector", []).append(run_stage("projector", bootstrap, ns, "b0", str(a.projector_batch)))
             figs.setdefault("raw-consume", []).append(run_stage("raw-consume", bootstrap, frames.frames))
             figs.setdefault("append-floor", []).append(run_stage("append-floor", bootstrap, frames.frames, str(a.projector_batch)))
 
-    def show(name: str, key: str) -> float:
+    def show(name: str, key: str) -> None:
         f = figs.get(key)
         if not f:
             print(f"{name:<58} not measured")
-            return float("nan")
+            return
         rate = statistics.median(x["rate"] for x in f)
         cpu = f", {statistics.median(x['cpu_us'] for x in f):.1f} CPU µs/record" if "cpu_us" in f[0] else ""
         runs = ", ".join(f"{x['rate']:,.0f}" for x in f)
         print(f"{name:<58} {rate:>10,.0f} records/s (median of {len(f)}; runs {runs}), "
               f"peak RSS {max(x['rss'] for x in f):,.0f} MiB{cpu}")
-        return rate
 
     print()
-    p, rp = show("hivestream produce (import + key + send)", "produce"), show("raw aiokafka producer, same records", "raw-produce")
+    show("hivestream produce (import + key + send)", "produce")
+    show("raw aiokafka producer, same records", "raw-produce")
     for jobs in a.jobs:
-        pj = show(f"hivestream produce --jobs {jobs}", f"produce-j{jobs}")
-        print(f"{'':<58} ratio to the raw producer {pj / rp:.2f}")
-    w, nf = show("hivestream worker (decode, dedup, frames)", "worker"), show("faust no-op agent, same topic", "noop")
-    q = show("Quix Streams dedup job, same topic", "quix")
-    pr, rc = show("projector frames -> DuckDB", "projector"), show("raw consume of frames, same client (aiokafka)", "raw-consume")
-    fl = show("floor: consume + decode + DuckDB append, no checks, no fold", "append-floor")
-    print(f"\nratio produce / raw producer:     {p / rp:.2f}")
-    print(f"ratio worker / faust no-op agent: {w / nf:.2f}")
-    print(f"ratio worker / Quix Streams job:  {w / q:.2f}" if q == q else "ratio worker / Quix Streams job:  not measured (pip install -e '.[bench]')")
-    print(f"ratio projector / raw consume:    {pr / rc:.2f} (the append floor's: {fl / rc:.2f}; projector / floor {pr / fl:.2f})")
+        show(f"hivestream produce --jobs {jobs}", f"produce-j{jobs}")
+    show("hivestream worker (decode, dedup, frames)", "worker")
+    show("faust no-op agent, same topic", "noop")
+    show("Quix Streams dedup job, same topic (to its output committed)", "quix")
+    if figs.get("quix"):
+        inp = [x["input_rate"] for x in figs["quix"]]
+        print(f"{'  (timed to hook-events committed alone, as before:':<58} {statistics.median(inp):>10,.0f} records/s; runs "
+              f"{', '.join(f'{x:,.0f}' for x in inp)})")
+    show("projector frames -> DuckDB", "projector")
+    show("raw consume of frames, same client (aiokafka)", "raw-consume")
+    show("floor: consume + decode + DuckDB append, no checks, no fold", "append-floor")
+
+    def ratio(subject: str, anchor: str) -> str:
+        """The subject's rate over the anchor's, run by run (each pair measured in the same run), and their median."""
+        s, an = figs.get(subject, []), figs.get(anchor, [])
+        if not s or not an:
+            return "not measured" + (" (pip install -e '.[bench]')" if "quix" in (subject, anchor) else "")
+        rs = [x["rate"] / y["rate"] for x, y in zip(s, an, strict=True)]
+        return f"{statistics.median(rs):.2f} (runs: {', '.join(f'{r:.2f}' for r in rs)})"
+
+    print(f"\nratio produce / raw producer:     {ratio('produce', 'raw-produce')}")
+    for jobs in a.jobs:
+        print(f"ratio produce --jobs {jobs} / raw:     {ratio(f'produce-j{jobs}', 'raw-produce')}")
+    print(f"ratio worker / faust no-op agent: {ratio('worker', 'noop')}")
+    print(f"ratio worker / Quix Streams job:  {ratio('worker', 'quix')}")
+    print(f"ratio projector / raw consume:    {ratio('projector', 'raw-consume')} (the append floor's: {ratio('append-floor', 'raw-consume')}; "
+          f"projector / floor {ratio('projector', 'append-floor')})")
 
 
 if __name__ == "__main__":
