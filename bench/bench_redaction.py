@@ -9,7 +9,8 @@ Prints, per detector:
 * the corpus (every distinct string of ``shared/corpus``'s JSON lines, ``SOURCES.md`` and the
   Codex hook schemas; sanitised before it was collected, so it holds no real credential and every
   credential hit is a false positive): strings with a hit and hits, per kind / plugin;
-* seconds over the corpus and the ratio to the hand-written rules measured in the same run;
+* seconds over the corpus and the ratio to the hand-written rules: ``--rounds`` rounds, each timing
+  every detector once, one after the other; each round's ratio, and their median;
 * for the injection detector: issue 11's classes, positives flagged and negatives flagged, and
   corpus strings flagged (all rules, and issue 11's rules); the seed documents' paragraphs
   (Chinese and Swedish prose) redacted or flagged by issue 11's rules.
@@ -17,10 +18,12 @@ Prints, per detector:
 ``--baseline REV`` also runs ``streams/redaction/redact.py`` and ``injection.py`` as they are at
 git revision REV (e.g. ``main``), read with ``git show``: the "before" figures.
 
-detect-secrets runs with its default plugins and filters (``default_settings``), line by line as
-its own file scan does (``_process_line_based_plugins``, a private function: the public entry
-points read files). A detected value is replaced wherever it occurs in the text; union = the
-hand-written rules, then detect-secrets on their output.
+detect-secrets runs with its default plugins and filters (``default_settings``, entered once for the
+whole run, as its own scan of a tree of files does), line by line as its own file scan does
+(``_process_line_based_plugins``, a private function: the public entry points read files). A
+detected value is replaced wherever it occurs in the text; union = the hand-written rules, then
+detect-secrets on their output. Without the corpus beside the repository, the generated sessions
+(``tests/session_gen.py``) stand in for it.
 
 Usage: ``python bench/bench_redaction.py [--baseline main]`` (needs ``pip install
 'detect-secrets>=1.5,<1.6'``, the ``bench`` extra).
@@ -29,10 +32,13 @@ Usage: ``python bench/bench_redaction.py [--baseline main]`` (needs ``pip instal
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import re
+import statistics
 import subprocess
 import sys
+import tempfile
 import time
 import types
 from collections import Counter
@@ -67,17 +73,17 @@ def _strings(v: Any) -> Iterator[str]:
             yield from _strings(x)
 
 
-def corpus_texts() -> list[str]:
-    """Every distinct non-blank string of the corpus, in file order."""
+def corpus_texts(root: Path = CORPUS) -> list[str]:
+    """Every distinct non-blank string of the corpus (or another directory of session files), in file order."""
     texts: list[str] = []
-    for p in sorted(CORPUS.rglob("*.jsonl")):
+    for p in sorted(root.rglob("*.jsonl")):
         for line in p.read_text(encoding="utf-8").splitlines():
             if line.strip():
                 texts.extend(_strings(json.loads(line)))
-    for p in sorted(CORPUS.rglob("*.json")):
+    for p in sorted(root.rglob("*.json")):
         texts.extend(_strings(json.loads(p.read_text(encoding="utf-8"))))
-    if (CORPUS / "SOURCES.md").exists():
-        texts.append((CORPUS / "SOURCES.md").read_text(encoding="utf-8"))
+    if (root / "SOURCES.md").exists():
+        texts.append((root / "SOURCES.md").read_text(encoding="utf-8"))
     return [t for t in dict.fromkeys(texts) if t.strip()]
 
 
@@ -133,21 +139,21 @@ def _eager_line_scan(lines: list[tuple[int, str]], filename: str) -> Iterator[An
 
 
 def detect_secrets_redactor(*, eager: bool = False) -> Redactor:
-    """detect-secrets' default plugins and filters, line by line as its file scan does (``eager``:
-    unquoted tokens too, :func:`_eager_line_scan`); each value found is replaced."""
+    """detect-secrets' plugins and filters, line by line as its file scan does (``eager``: unquoted
+    tokens too, :func:`_eager_line_scan`); each value found is replaced. Call it inside
+    ``default_settings()``, entered once (``main`` does): entering it per string re-creates every
+    plugin and filter each time, work detect-secrets' own scans do once."""
     from detect_secrets.core.scan import _process_line_based_plugins
-    from detect_secrets.settings import default_settings
 
     scan = _eager_line_scan if eager else _process_line_based_plugins
 
     def run(text: str) -> tuple[str, Counter[str]]:
         found: Counter[str] = Counter()
         values: set[str] = set()
-        with default_settings():
-            for s in scan(list(enumerate(text.splitlines(), 1)), "experience.txt"):
-                if s.secret_value:
-                    found[s.type] += 1
-                    values.add(s.secret_value)
+        for s in scan(list(enumerate(text.splitlines(), 1)), "experience.txt"):
+            if s.secret_value:
+                found[s.type] += 1
+                values.add(s.secret_value)
         for v in sorted(values, key=len, reverse=True):
             text = text.replace(v, "[REDACTED:detect_secrets]")
         return text, found
@@ -187,8 +193,14 @@ def corpus_hits(red: Redactor, texts: list[str]) -> tuple[int, Counter[str], flo
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--baseline", help="git revision whose redact.py / injection.py to run as 'before' (e.g. main)")
+    ap.add_argument("--rounds", type=int, default=3, help="timed passes over the corpus per detector, alternating (default 3)")
     args = ap.parse_args()
+    with contextlib.ExitStack() as stack:
+        _main(args, stack)
 
+
+def _main(args: argparse.Namespace, stack: contextlib.ExitStack) -> None:
+    """The benchmark, inside ``stack`` (detect-secrets' settings, a temporary directory)."""
     new_ids = {c.id for c in NAMED_SECRETS + CARDS}
     secret_cases = [c for c in test_redact.CASES if not set(c.counts) & PII_KINDS]
     old_cases = [c for c in secret_cases if c.id not in new_ids]
@@ -205,6 +217,9 @@ def main() -> None:
         base_inj = _module_at(args.baseline, "streams/experiences/injection.py", "_base_injection")
     detectors["hand-written (this tree)"] = hand_redactor(redact)
     try:
+        from detect_secrets.settings import default_settings
+
+        stack.enter_context(default_settings())  # once, for every scan below
         ds = detect_secrets_redactor()
         detectors["detect-secrets 1.5 defaults"] = ds
         detectors["detect-secrets, unquoted too"] = detect_secrets_redactor(eager=True)
@@ -217,21 +232,34 @@ def main() -> None:
         row = "; ".join(f"{label}: {c}/{n} caught, {f}/{m} FP" for label, (cases, negs) in sets.items() for c, n, f, m in [score(red, cases, negs)])
         print(f"  {name:34} {row}")
 
-    texts = corpus_texts()
-    print(f"== corpus: {len(texts)} distinct strings, {sum(map(len, texts)) / 1e6:.1f} M characters (no real credential: every hit is a false positive)")
+    if CORPUS.exists():
+        texts, what = corpus_texts(), "corpus"
+    else:
+        from tests.session_gen import write_sessions
+
+        gen = Path(stack.enter_context(tempfile.TemporaryDirectory()))
+        write_sessions(gen)
+        texts, what = corpus_texts(gen), "generated sessions (no corpus beside the repository)"
+    print(f"== {what}: {len(texts)} distinct strings, {sum(map(len, texts)) / 1e6:.1f} M characters (no real credential: every hit is a false positive)")
     named = sum(bool(re.search(r"(?i)\b(?:secret|password|passwd|passphrase|api[ _-]?key|token)\b", t)) for t in texts)
     runs = sum(bool(re.search(r"(?<![\w.])[2-6]\d{12,18}(?![\w.])|(?<![\w.])[2-6]\d{3}[ -]\d{3,6}(?:[ -]\d{3,6}){1,3}(?![\w.])", t)) for t in texts)
     print(f"  for scale: {named} strings name a secret (secret, password, api key, token ...), {runs} hold a card-shaped digit run")
-    anchor = None
-    for name, red in detectors.items():
-        if name.startswith("hand-written +"):
-            continue  # its hits are the two detectors' hits; its time their sum
-        strings, kinds, secs = corpus_hits(red, texts)
-        if name == "hand-written (this tree)":
-            anchor = secs
-        ratio = f"{secs / anchor:.1f}x the hand-written rules" if anchor else "anchor measured below"
+    timed = {name: red for name, red in detectors.items() if not name.startswith("hand-written +")}  # a union's time is the sum
+    hits: dict[str, tuple[int, Counter[str]]] = {}
+    secs: dict[str, list[float]] = {name: [] for name in timed}
+    for _ in range(max(args.rounds, 1)):  # each round times every detector once, one after the other
+        for name, red in timed.items():
+            strings, kinds, took = corpus_hits(red, texts)
+            hits.setdefault(name, (strings, kinds))
+            secs[name].append(took)
+    anchor = secs["hand-written (this tree)"]
+    for name in timed:
+        strings, kinds = hits[name]
+        ratios = [t / a for t, a in zip(secs[name], anchor, strict=True)]
         top = ", ".join(f"{k} {n}" for k, n in kinds.most_common(6)) or "none"
-        print(f"  {name:34} {strings} strings with a hit, {sum(kinds.values())} hits ({top}); {secs:.1f} s ({ratio})")
+        print(f"  {name:34} {strings} strings with a hit, {sum(kinds.values())} hits ({top}); "
+              f"{statistics.median(secs[name]):.2f} s, {statistics.median(ratios):.1f}x the hand-written rules "
+              f"(rounds: {', '.join(f'{r:.1f}' for r in ratios)})")
 
     print("== injection detector on issue 11's classes: positives flagged by their rule / cases, negatives flagged / negatives")
     detect_now = injection.detect_injection
