@@ -171,7 +171,7 @@ async def serve_async(cfg: ServeConfig, stop: asyncio.Event, on_ready: Callable[
             await asyncio.to_thread(threads[0].join)  # the loop applies what is durable
             publisher.stop.set()
             await asyncio.to_thread(threads[1].join)  # and the last snapshot and report are published
-            reads.pool.shutdown(wait=True)
+            await asyncio.to_thread(reads.pool.shutdown, True)  # the loop runs meanwhile: reads abandoned at stop get interrupted
             follower.close()
     finally:
         hook_log.close()
