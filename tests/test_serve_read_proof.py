@@ -174,3 +174,22 @@ def test_a_listener_that_never_answers_is_given_up_within_seconds(tmp_path: Path
         with pytest.raises(ServeUnreachable) as e:
             ask(db, "GET", "/v1/report")  # the default wait for an answer is minutes; the liveness check gives up in seconds
     assert "did not answer a liveness check" in str(e.value) and "the-read-token" not in str(e.value)
+
+
+def test_kb_approve_through_a_stale_note_sends_nothing_to_the_impostor(tmp_path: Path) -> None:
+    from hivestream.serve.event_client import NotSent, send
+    from hivestream.serve.read_marker import IngestNote, read_marker
+
+    db = tmp_path / "f.duckdb"
+    reads, ingest = _Impostor(), _Impostor()  # another process on each port the stale note names
+    try:
+        write_marker(db, ReadMarker(os.getpid(), reads.port, "the-read-token", IngestNote("127.0.0.1", ingest.port, "the-review-token")))
+        m = read_marker(db)
+        assert m is not None and m.ingest is not None
+        with pytest.raises(NotSent) as e:
+            send(db, m, b'{"type": "experience-reviewed"}', review=True)
+        assert "did not prove itself" in str(e.value) and "nothing was sent" in str(e.value)
+        assert ingest.received == b"" and b"the-review-token" not in reads.received and b"the-read-token" not in reads.received
+    finally:
+        reads.close()
+        ingest.close()

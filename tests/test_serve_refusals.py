@@ -199,7 +199,7 @@ def test_a_failing_disk_is_one_error_line_per_interval_not_one_per_request(caplo
     with caplog.at_level(logging.ERROR, logger="hivestream.ingest"):
         answers = requests(IngestConfig(), _FailingSink(), [("POST", "/v1/hooks/claude-code", body, {})] * 40)
     assert [s for s, _a in answers] == [503] * 40
-    errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR and r.name == "hivestream.ingest"]
     assert len(errors) == 1 and "No space left on device" in errors[0]
 
 

@@ -147,6 +147,21 @@ def ask(db: Path, method: str, path: str, body: bytes | None = None, timeout_s: 
     return status, answer
 
 
+def prove(db: Path) -> None:
+    """Make sure the serve the note of ``db`` names is what runs there (its read listener answers
+    ``GET /v1/alive`` with the proof of the note's read token), before anything is sent to the
+    addresses the note gives (the review token to its ingest port: :mod:`hivestream.serve.event_client`).
+
+    Raises:
+        ServeUnreachable: no note, or see :func:`ask` (one line).
+    """
+    got = ask(db, "GET", "/v1/alive", timeout_s=ALIVE_TIMEOUT_S)
+    if got is None:
+        raise ServeUnreachable(f"no hivestream serve is named in {marker_path(db)}")
+    if got[0] != 200:
+        raise ServeUnreachable(f"the hivestream serve named in {marker_path(db)} gave no answer to use (HTTP {got[0]})")
+
+
 def _detail(answer: bytes) -> str:
     try:
         obj = json.loads(answer)
