@@ -35,3 +35,17 @@ def check_duckdb_file(path: str | Path) -> None:
     if len(head) >= MAGIC_OFFSET + len(MAGIC) and head[MAGIC_OFFSET:MAGIC_OFFSET + len(MAGIC)] != MAGIC:
         kind = "a SQLite database" if head.startswith(b"SQLite format 3") else "another kind of file"
         raise duckdb.IOException(f"not a DuckDB database file (it is {kind}): choose another --db")
+
+
+def held_by_another(e: BaseException) -> bool:
+    """Whether DuckDB refused to open a file because another process holds its lock (``IO Error:
+    Could not set lock on file "...": Conflicting lock is held in ...``), and not for any other
+    reason (a corrupt file: "... in block at location ...", a directory, a file of another kind)."""
+    return isinstance(e, duckdb.IOException) and "Could not set lock on file" in str(e)
+
+
+def first_line(e: BaseException) -> str:
+    """DuckDB's message of ``e`` cut to its first line (DuckDB goes on with hints, a caret, a list of
+    suggestions), or the exception's type name when it has none."""
+    lines = str(e).strip().splitlines()
+    return lines[0] if lines else type(e).__name__

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import duckdb
 
-from projections.duck_file import check_duckdb_file
+from projections.duck_file import check_duckdb_file, first_line, held_by_another
 
 
 def snapshot_path(db: str | Path) -> Path:
@@ -39,9 +39,8 @@ def open_for_reading(db: Path) -> tuple[duckdb.DuckDBPyConnection, str]:
             check_duckdb_file(db)
             return duckdb.connect(str(db), read_only=True), f"answered from {db} (no writer holds it: up to date)"
         except duckdb.Error as e:
-            first = str(e).splitlines()[0] if str(e) else type(e).__name__
-            if "lock" not in str(e).lower():  # not a writer's lock: a directory, not a DuckDB file, ...
-                raise FileNotFoundError(f"cannot read {db} as a DuckDB file: {first}") from None
+            if not held_by_another(e):  # not a writer's lock: a corrupt file, a directory, not a DuckDB file, ...
+                raise FileNotFoundError(f"cannot read {db} as a DuckDB file: {first_line(e)}") from None
             if not snap.exists():
                 raise FileNotFoundError(f"{db} is held by a writer and no snapshot {snap} was published yet") from None
     if not snap.exists():

@@ -133,7 +133,7 @@ def test_health_and_metrics(served: ServeProc) -> None:
     assert _post(served, "claude-code", json.dumps({**PROMPT, "prompt": "for the metrics"})).status_code == 200
     served.wait_applied()
     status, h = served.health()
-    assert status == 200 and h["status"] == "ok" and h["pending"] == 0 and h["dedup"] == "ok" and h["db"] == str(served.db)
+    assert status == 200 and h["status"] == "ok" and h["pending"] == 0 and h["dedup"] == "ok" and h["db"] == served.db.name
     text = httpx.get(served.url + "/metrics", timeout=30).text
     for name in ("hivestream_ingest_accepted_total", 'hivestream_ingest_rejected_total{reason="unauthorized"}', "hivestream_ingest_requests_total",
                  "hivestream_serve_log_bytes", "hivestream_serve_applied_offset", "hivestream_serve_unapplied_records 0.0",

@@ -149,13 +149,13 @@ async def test_a_heavy_read_whose_client_left_keeps_its_slot_until_its_work_ends
     started, release = threading.Event(), threading.Event()
     order: list[str] = []
 
-    def first() -> str:
+    def first(_job: object) -> str:
         started.set()
         release.wait(30)
         order.append("first done")
         return "first"
 
-    def second() -> str:
+    def second(_job: object) -> str:
         order.append("second ran")
         return "second"
 

@@ -149,3 +149,45 @@ def test_user_mistakes_exit_2_with_one_line(tmp_path: Path, nanoclaw: tuple[Path
     duckdb.connect(str(tmp_path / "empty.duckdb")).close()
     assert "holds no stub projection" in one_line_error(*invoke("query", "stale", "--db", tmp_path / "empty.duckdb"))
     assert "holds no stub run" in one_line_error(*invoke("whatif", log, "--threshold", "0.5", "--db", tmp_path / "empty.duckdb"))
+
+
+def test_import_says_a_bad_row_in_one_line_and_counts_a_repeated_id_once(tmp_path: Path) -> None:
+    vec = np.random.default_rng(3).standard_normal(DIM).astype("<f4").tobytes()
+    (tmp_path / "a.md").write_text("x" * 40)
+    con = sqlite3.connect(tmp_path / "stubs.db")
+    con.execute(SCHEMA.replace("INTEGER PRIMARY KEY", "INTEGER"))  # a table without its key: an id can repeat
+    for sid, title, count in [(1, "first", 1), (2, "second", 2), (1, "first again", 3), (3, "negative", -4)]:
+        con.execute("INSERT INTO stubs VALUES (?,?,?,?,?,?,?,?,?,?)",
+                    (sid, title, "hook", str(tmp_path / "a.md"), vec, "2026-04-20T10:00:00Z", None, count, None, None))
+    con.commit()
+    con.close()
+    db = tmp_path / "p.duckdb"
+    code, out, _ = invoke("import", tmp_path / "stubs.db", "--channel", "c", "--db", db, "--out", tmp_path / "s.jsonl")
+    assert code == 0, out
+    bad = [line for line in out.splitlines() if "stub 3" in line]
+    assert bad == ["  bad_row: stub 3: match_count: Input should be greater than or equal to 0"], out  # no URL, no second line
+    assert "http" not in out and "validation error" not in out
+    assert "imported: 2 stubs of channel c" in out and "rejected rows: 1" in out and "1 row repeated a stub id" in out
+    assert db_rows(db, "SELECT stub_id, title FROM stubs ORDER BY stub_id") == [(1, "first again"), (2, "second")]
+
+
+def test_import_streams_the_rows(tmp_path: Path, nanoclaw: tuple[Path, np.ndarray], monkeypatch: pytest.MonkeyPatch) -> None:
+    import hivestream.cli.stubs as cli
+    from streams.stubs.sqlite_import import iter_stub_rows
+
+    stubs_db, _ = nanoclaw
+    out_path = tmp_path / "s.jsonl"
+    written_before_last: list[int] = []
+
+    def watched(*args: object, **kw: object) -> object:
+        rows = list(iter_stub_rows(*args, **kw))  # type: ignore[arg-type]
+        for n, row in enumerate(rows):
+            if n == len(rows) - 1:  # each row is written as it comes, not after the whole file was read
+                written_before_last.append(out_path.read_text().count("\n") if out_path.exists() else -1)
+            yield row
+
+    monkeypatch.setattr(cli, "iter_stub_rows", watched)
+    code, out, _ = invoke("import", stubs_db, "--channel", "c", "--out", out_path, "--db", tmp_path / "p.duckdb")
+    assert code == 0 and "imported: 3 stubs" in out, out
+    assert out_path.read_text().count("\n") == 3
+    assert written_before_last and written_before_last[0] >= 1  # (a buffered file may hold the last line or two)

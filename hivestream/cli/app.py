@@ -298,6 +298,7 @@ def query(
         err.print(f"[red]error:[/] unknown query {name!r}; known: {', '.join(sorted(ALL_QUERIES))}")
         raise typer.Exit(2)
     from hivestream.serve.read_client import ServedQueryFailed, read_named
+    from projections.duck_file import first_line
 
     try:
         cols, rows, freshness = read_named(db, "frames", ALL_QUERIES, name)
@@ -305,7 +306,7 @@ def query(
         err.print(f"[red]error:[/] {escape(str(e))}", soft_wrap=True)
         raise typer.Exit(2) from e
     except (duckdb.Error, ServedQueryFailed) as e:
-        why = str(e) if isinstance(e, ServedQueryFailed) else f"{type(e).__name__}: {e}"
+        why = str(e) if isinstance(e, ServedQueryFailed) else f"{type(e).__name__}: {first_line(e)}"
         if name in MEMORY_QUERIES and "memory_tool_calls" in why:
             err.print(f"[red]error:[/] {db} has no memory_tool_calls table: the embedded runner (`hivestream run`) writes it, "
                       "the Kafka projector does not yet")

@@ -42,7 +42,18 @@ def ingest(
     """
     import logging
 
+    from hivestream.cli import numbers
     from hivestream.ingest.server import ConfigError, IngestConfig, run
+
+    try:
+        numbers.port(port)
+        numbers.body_limit("--max-body-bytes", max_body_bytes)
+        numbers.bound_for_bodies("--spool-max-bytes", spool_max_bytes, max_body_bytes)
+        numbers.seconds("--read-timeout", read_timeout_s, zero=False)
+        numbers.seconds("--produce-timeout", produce_timeout_s, zero=False)
+    except numbers.BadOption as e:
+        print(f"error: {e}", file=sys.stderr)
+        raise typer.Exit(2) from None
     from hivestream.ingest.spool import default_spool_dir
     from streams.experiences.settings import KbSettings
     from streams.ingest.auth import TokenTable, load_tokens

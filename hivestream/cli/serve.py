@@ -43,14 +43,29 @@ def serve(
     service_platform: Annotated[str, typer.Option("--service-platform", hidden=True)] = sys.platform,
 ) -> None:
     """Live capture without a broker: the ingest HTTP API over a local durable log, deduplicated into --db as it arrives."""
+    from hivestream.cli import numbers
     from hivestream.serve.app import default_log_dir, default_report
+
+    try:
+        numbers.port(port)
+        numbers.body_limit("--max-body-bytes", max_body_bytes)
+        numbers.seconds("--read-timeout", read_timeout_s, zero=False)
+        numbers.bound_for_bodies("--log-max-bytes", log_max_bytes, max_body_bytes)
+        if retain_bytes is not None:
+            numbers.byte_count("--retain-bytes", retain_bytes, 0)
+        if retain_days is not None:
+            numbers.days("--retain-days", retain_days)
+        numbers.seconds("--snapshot-every", snapshot_every_s, zero=True)
+        numbers.seconds("--report-every", report_every_s, zero=True)
+    except numbers.BadOption as e:
+        raise _fail(str(e)) from None
 
     db = db.absolute()
     log_dir = (log_dir or default_log_dir(db)).absolute()
     report_path = None if no_report else (report or default_report(db)).absolute()
     if install_service:
         _install(db, log_dir, host, port, tokens_file, max_body_bytes, read_timeout_s, log_max_bytes, retain_bytes, retain_days,
-                 snapshot_every_s, report_path, report_every_s, window_ms, key_strategy, service_platform)
+                 snapshot_every_s, report_path, report_every_s, window_ms, key_strategy, access_log, service_platform)
         return
     _serve(db, log_dir, host, port, tokens_file, max_body_bytes, read_timeout_s, log_max_bytes, retain_bytes, retain_days,
            snapshot_every_s, report_path, report_every_s, window_ms, key_strategy, access_log)
@@ -68,6 +83,7 @@ def _serve(db: Path, log_dir: Path, host: str, port: int, tokens_file: Path | No
     from hivestream.serve.follower import FollowerOptions
     from hivestream.serve.log_writer import LogBusy, Retention
     from hivestream.serve.publisher import PublishOptions
+    from projections.duck_file import first_line, held_by_another
     from projections.frames.sink import MetaMismatch
     from streams.experiences.extract import ChatClient
     from streams.experiences.settings import KbSettings
@@ -114,10 +130,11 @@ def _serve(db: Path, log_dir: Path, host: str, port: int, tokens_file: Path | No
 
     try:
         run(cfg, ready, completer)
+    except duckdb.Error as e:  # before ValueError: some of DuckDB's errors are ValueErrors too
+        why = "another process holds it (a running `run`, `serve` or projector?): " if held_by_another(e) else ""
+        raise _fail(f"cannot open {db}: {why}{first_line(e)}") from e
     except (ConfigError, LogBusy, MetaMismatch, ValueError, OSError) as e:
         raise _fail(str(e)) from e
-    except duckdb.IOException as e:
-        raise _fail(f"cannot open {db} (another process holds it: a running `run`, `serve` or projector?): {str(e).splitlines()[0]}") from e
     finally:
         if completer is not None:
             completer.close()
@@ -125,9 +142,9 @@ def _serve(db: Path, log_dir: Path, host: str, port: int, tokens_file: Path | No
 
 def _install(db: Path, log_dir: Path, host: str, port: int, tokens_file: Path | None, max_body_bytes: int, read_timeout_s: float,
              log_max_bytes: int, retain_bytes: int | None, retain_days: float | None, snapshot_every_s: float, report_path: Path | None,
-             report_every_s: float, window_ms: int | None, key_strategy: KeyStrategy | None, platform: str) -> None:
+             report_every_s: float, window_ms: int | None, key_strategy: KeyStrategy | None, access_log: bool, platform: str) -> None:
     from hivestream.hooks.install import hivestream_exe
-    from hivestream.serve.service import install
+    from hivestream.serve.service import carried_environment, install
 
     argv = [hivestream_exe(), "serve", "--db", str(db), "--log-dir", str(log_dir), "--host", host, "--port", str(port),
             "--max-body-bytes", str(max_body_bytes), "--read-timeout", f"{read_timeout_s:g}", "--log-max-bytes", str(log_max_bytes),
@@ -143,9 +160,12 @@ def _install(db: Path, log_dir: Path, host: str, port: int, tokens_file: Path | 
         argv += ["--window-ms", str(window_ms)]
     if key_strategy is not None:
         argv += ["--key-strategy", str(key_strategy)]
+    if access_log:
+        argv += ["--access-log"]
     home = Path(os.environ.get("HOME") or Path.home())
+    settings, secrets = carried_environment(dict(os.environ))
     try:
-        done = install(platform, argv, db.parent, home, dict(os.environ))
+        done = install(platform, argv, db.parent, home, dict(os.environ), settings)
     except (ValueError, OSError) as e:
         raise _fail(str(e)) from e
     print(f"wrote {done.path}\nenable and start it (it then starts at every login and is restarted if it stops):")
@@ -153,6 +173,11 @@ def _install(db: Path, log_dir: Path, host: str, port: int, tokens_file: Path | 
         print(f"  {c}")
     for n in done.notes:
         print(f"  {n}")
+    if settings:
+        print(f"  it sets the settings of this environment: {', '.join(settings)}")
+    if secrets:
+        print(f"  not written into it (secrets): {', '.join(secrets)}; give them to the service yourself if it needs them "
+              "(systemd: `systemctl --user edit hivestream-serve`; launchd: the plist's EnvironmentVariables)")
     print("the command hooks keep what they could not deliver while it is down and forward it once it is back.")
 
 

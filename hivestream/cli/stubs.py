@@ -6,11 +6,13 @@ and exit with code 2.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import itertools
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, NoReturn
+from typing import TYPE_CHECKING, Annotated, NoReturn, TextIO
 
 import duckdb
 import typer
@@ -23,7 +25,7 @@ from projections.stubs.queries import STUB_QUERIES
 from streams.model.deadletter import RejectedInput
 from streams.stubs.errors import code_of
 from streams.stubs.events import StubUpserted
-from streams.stubs.log import LogEntry, read_log, write_log
+from streams.stubs.log import LogEntry, read_log
 from streams.stubs.settings import MatchPolicy, MatchSettings
 from streams.stubs.sqlite_import import DEFAULT_MODEL, estimate_archive_tokens, iter_stub_rows
 from streams.stubs.whatif import ChannelStats, WhatIfReport, what_if
@@ -97,28 +99,75 @@ def import_(
                 raise
             return default_tokens
 
-    try:
-        items = list(iter_stub_rows(stubs_db, channel, model=model, tokens_for=tokens_for))
+    rows = iter_stub_rows(stubs_db, channel, model=model, tokens_for=tokens_for)
+    try:  # the first row read: a file that is no stubs.db is refused before anything is written
+        first = next(rows, None)
     except sqlite3.Error as e:
         _fail(f"{stubs_db} is not a NanoClaw stubs.db ({type(e).__name__}: {e})")
-    events = [i for i in items if isinstance(i, StubUpserted)]
-    bad = [i for i in items if isinstance(i, RejectedInput)]
-    where = "the global set" if channel is None else f"channel {channel}"
-    _say(f"[bold]imported[/]: {len(events)} stubs of {where} from {stubs_db}; [bold]rejected rows[/]: {len(bad)}")
-    for rej in bad:
-        _say(Text(f"  {code_of(rej) or rej.reason}: {rej.detail}"))
-    if out_path is not None:
-        write_log(out_path, events)
-        _say(f"[bold]events[/]: {out_path}")
-    if db is not None:
-        digest = hashlib.sha256(stubs_db.read_bytes()).hexdigest()[:12]
-        source = f"stubs-db:{stubs_db.resolve()}#{digest}"
-        log = [LogEntry(source, n, (i.model_dump_json().encode() if isinstance(i, StubUpserted) else f"stubs.db row {n}".encode()), i)
-               for n, i in enumerate(items)]
-        from projections.stubs.sink import run_stub_logs
+    tally = ImportTally()
+    with stubs_db.open("rb") as fh:
+        digest = hashlib.file_digest(fh, "sha256").hexdigest()[:12]
+    source = f"stubs-db:{stubs_db.resolve()}#{digest}"
 
-        report = _run_guarded(lambda: run_stub_logs([log], db, bind_settings=False), db)
+    def entries(out_file: TextIO | None) -> Iterator[LogEntry]:
+        """The rows as log entries, one at a time (a stubs.db of 100 MB never sits in memory), each written to ``--out`` as it goes."""
+        for n, item in enumerate(itertools.chain([] if first is None else [first], rows)):
+            if isinstance(item, StubUpserted):
+                line = item.model_dump_json()
+                if out_file is not None:
+                    try:
+                        out_file.write(line + "\n")
+                    except OSError as e:
+                        raise _OutFailed(e.strerror or str(e)) from e
+                tally.stub(item.stub_id)
+                yield LogEntry(source, n, line.encode(), item)
+            else:
+                tally.rejected += 1
+                _say(Text(f"  {item.detail if code_of(item) else f'{item.reason}: {item.detail}'}"))
+                yield LogEntry(source, n, f"stubs.db row {n}".encode(), item)
+
+    where = "the global set" if channel is None else f"channel {channel}"
+    try:
+        with contextlib.ExitStack() as stack:
+            out_file = stack.enter_context(out_path.open("w", encoding="utf-8")) if out_path is not None else None
+            if db is None:
+                for _ in entries(out_file):
+                    pass
+                report = None
+            else:
+                from projections.stubs.sink import run_stub_logs
+
+                report = _run_guarded(lambda: run_stub_logs([entries(out_file)], db, bind_settings=False), db)
+    except sqlite3.Error as e:
+        _fail(f"{stubs_db}: a row could not be read ({type(e).__name__}: {e})")
+    except (OSError, _OutFailed) as e:  # opening or writing --out
+        _fail(f"cannot write {out_path}: {e.strerror if isinstance(e, OSError) and e.strerror else e}")
+    _say(f"[bold]imported[/]: {len(tally.ids)} stubs of {where} from {stubs_db}; [bold]rejected rows[/]: {tally.rejected}"
+         + (f"; {tally.repeated} {'row' if tally.repeated == 1 else 'rows'} repeated a stub id already read (the later row is kept)"
+            if tally.repeated else ""))
+    if out_path is not None:
+        _say(f"[bold]events[/]: {out_path}")
+    if report is not None:
         _say(f"[bold]projected[/]: {report.stub_events} stub events into {db} ({report.skipped} already applied)")
+
+
+class _OutFailed(Exception):
+    """Writing ``--out`` failed (not an OSError: a failure to read the input is one)."""
+
+
+class ImportTally:
+    """What ``stubs import`` read: the distinct stub ids, the rows that repeated one, the rows refused."""
+
+    def __init__(self) -> None:
+        self.ids: set[int] = set()
+        self.repeated = 0
+        self.rejected = 0
+
+    def stub(self, stub_id: int) -> None:
+        """A stub row read."""
+        if stub_id in self.ids:
+            self.repeated += 1
+        self.ids.add(stub_id)
 
 
 def _run_guarded(fn: Callable[[], StubRunReport], db: Path) -> StubRunReport:

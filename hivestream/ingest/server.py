@@ -48,6 +48,7 @@ from aiohttp import web
 from hivestream.ingest.metrics import CONTENT_TYPE, IngestMetrics
 from hivestream.ingest.record_sink import Record, RecordSink
 from hivestream.ingest.refusal import SinkFull
+from hivestream.ingest.repeats import RepeatedLines
 from hivestream.ingest.sink import DurableSink
 from hivestream.ingest.spool import Spool, default_spool_dir
 from streams.ingest.auth import DEFAULT_SCOPES, Grant, Scope, TokenTable, bearer_digest, is_loopback
@@ -179,6 +180,7 @@ class IngestApp:
         self._hook_events = self.topics.hook_events
         self._no_tokens = len(cfg.tokens) == 0
         self._review_digest = bearer_digest(f"Bearer {cfg.review_token}") if cfg.review_token and self._no_tokens else None
+        self.failures = RepeatedLines(log)  # a failing disk fails every request: one line per interval, /metrics counts each
 
     def _answer(self, status: int, body: dict[str, Any], headers: dict[str, str] | None = None) -> web.Response:
         self.metrics.request(status)
@@ -243,7 +245,7 @@ class IngestApp:
         except SinkFull as e:
             return None, self._reject(503, e.reason, str(e), retry)
         except OSError as e:
-            log.error("write failed (answered 503 %s): %s", self.sink.error_reason, e)
+            self.failures.log(f"write failed (answered 503 {self.sink.error_reason}): {e}")
             return None, self._reject(503, self.sink.error_reason, "the records could not be made durable", retry)
 
     async def hooks(self, request: web.Request) -> web.Response:
@@ -405,6 +407,7 @@ async def serve(cfg: IngestConfig, stop: asyncio.Event, on_ready: Callable[[int]
         await stop.wait()
     finally:
         await runner.cleanup()
+        handlers.failures.flush()
         forwarder.cancel()
         await asyncio.gather(forwarder, return_exceptions=True)
         await sink.close()

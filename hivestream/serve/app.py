@@ -38,6 +38,7 @@ from hivestream.serve.publisher import Publisher, PublishOptions
 from hivestream.serve.read_api import ReadApp, start_reads
 from hivestream.serve.read_gate import ReadGate
 from hivestream.serve.read_marker import IngestNote, ReadMarker, new_token, remove_marker, write_marker
+from hivestream.serve.start_undo import StartUndo, probe_listen
 from streams.experiences.extract import Completer
 from streams.experiences.settings import KbSettings
 from streams.ingest.hook_log import DEAD_LETTER, log_origin
@@ -131,15 +132,37 @@ async def serve_async(cfg: ServeConfig, stop: asyncio.Event, on_ready: Callable[
         duckdb.IOException: another process holds the file.
         ValueError: the log directory holds something else.
         OSError: the address is in use, the log cannot be opened or repaired.
+
+    A start that fails before it listens leaves nothing it created behind (:mod:`hivestream.serve.start_undo`).
     """
     server.check_bind(cfg.http)
+    probe_listen(cfg.http.host, cfg.http.port)  # a port in use is refused before anything is created
+    undo = StartUndo.before(cfg.db, cfg.log_dir, cfg.publish.report)
+
+    def ready(port: int) -> None:
+        undo.listening = True
+        if on_ready is not None:
+            on_ready(port)
+
+    try:
+        await _serve(cfg, stop, ready, completer, clock, undo)
+    except BaseException:
+        undo.remove()
+        raise
+
+
+async def _serve(cfg: ServeConfig, stop: asyncio.Event, on_ready: Callable[[int], None], completer: Completer | None, clock: Clock,
+                 undo: StartUndo) -> None:
     hook_log = HookLog(cfg.log_dir, max_bytes=cfg.log_max_bytes, segment_bytes=cfg.segment_bytes)
+    undo.log_held = True
     try:
         dead_letter_torn(hook_log, clock)
         progress = Progress()
 
         def open_run() -> LogRun:  # DuckDB on one thread: a read's query takes one core at most (its own, at a lower priority)
-            return open_log_run(cfg.db, cfg.settings, cfg.kb_settings, completer=completer, duckdb_threads=SERVE_DUCKDB_THREADS)
+            run = open_log_run(cfg.db, cfg.settings, cfg.kb_settings, completer=completer, duckdb_threads=SERVE_DUCKDB_THREADS)
+            undo.db_held = True
+            return run
 
         gate = ReadGate()
         publisher = Publisher(gate, progress, replace(cfg.publish, log_dir=cfg.log_dir), clock)
@@ -157,10 +180,9 @@ async def serve_async(cfg: ServeConfig, stop: asyncio.Event, on_ready: Callable[
 
             def ready(port: int) -> None:
                 write_marker(cfg.db, ReadMarker(os.getpid(), read_port, token, IngestNote(connect_host(http.host), port, http.review_token)))
-                if on_ready is not None:
-                    on_ready(port)
+                on_ready(port)
 
-            sink = LogSink(hook_log, Topics(http.namespace), progress, db=str(cfg.db), retry_after_s=http.retry_after_s,
+            sink = LogSink(hook_log, Topics(http.namespace), progress, db=cfg.db.name, retry_after_s=http.retry_after_s,
                            headroom_bytes=2 * http.max_body_bytes, clock=clock)
             await server.serve(http, stop, ready, sink=sink, name="serve")
         finally:
@@ -171,7 +193,7 @@ async def serve_async(cfg: ServeConfig, stop: asyncio.Event, on_ready: Callable[
             await asyncio.to_thread(threads[0].join)  # the loop applies what is durable
             publisher.stop.set()
             await asyncio.to_thread(threads[1].join)  # and the last snapshot and report are published
-            reads.pool.shutdown(wait=True)
+            await asyncio.to_thread(reads.pool.shutdown, True)  # the loop runs meanwhile: reads abandoned at stop get interrupted
             follower.close()
     finally:
         hook_log.close()

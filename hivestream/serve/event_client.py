@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hivestream.hooks.config import TOKEN_ENV
-from hivestream.serve.read_client import ServeUnreachable, ask
+from hivestream.serve.read_client import ServeUnreachable, ask, prove
 from hivestream.serve.read_marker import ReadMarker, marker_path, process_alive, read_marker
 
 POST_TIMEOUT_S = 30.0
@@ -66,13 +66,18 @@ def send(db: Path, m: ReadMarker, line: bytes, *, review: bool, wait_s: float = 
     ``wait_s`` seconds for its loop to apply it.
 
     Raises:
-        NotSent: the note names no ingest address (a serve of an older version), no token with
+        NotSent: the note names no ingest address (a serve of an older version), its serve does not
+            prove itself on its read listener (a stale note: :func:`hivestream.serve.read_client.prove`), no token with
             the authority needed is at hand, serve did not answer, refused the token or the
             scope, could not make it durable (503), or dead-lettered it (422); one line.
     """
     where = f"the hivestream serve (pid {m.pid}) holding {db}"
     if m.ingest is None:
         raise NotSent(f"{where} noted no ingest address in {marker_path(db)} (an older version): restart it, then retry")
+    try:  # the note may be stale and its ports another process's: nothing, the review token least, goes to one that is not serve
+        prove(db)
+    except ServeUnreachable as e:
+        raise NotSent(f"{e}; nothing was sent") from None
     token = m.ingest.review_token or os.environ.get(TOKEN_ENV) or None
     if m.ingest.review_token is None and token is None:
         scope = "review" if review else "hooks"

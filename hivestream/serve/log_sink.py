@@ -36,7 +36,7 @@ class LogSink:
         hook_log: the open log.
         topics: the topic names the server's records carry (mapped to the log's record kinds).
         progress: the dedup loop's progress (for ``/healthz`` and ``/metrics``).
-        db: the DuckDB file the loop writes (named in ``/healthz``).
+        db: the name of the DuckDB file the loop writes (shown by ``/healthz``, which needs no token: no path).
         retry_after_s: ``/healthz`` stays not ready this long after a failed write (seconds).
         headroom_bytes: ``/healthz`` says ``log_full`` once less than this is left under the bound
             (at most a tenth of the bound; e.g. twice the largest request body).

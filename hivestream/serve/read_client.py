@@ -4,24 +4,42 @@
 serve's last committed batch, whatever the file's size; without a running serve they read the file
 or its snapshot (:func:`projections.reading.open_for_reading`), and say why in the freshness line.
 
-Only ``http.client`` to 127.0.0.1 (the token never leaves the machine); every failure is one line
-without the token.
+Only ``http.client`` to 127.0.0.1. The note may outlive its serve (kill -9, a reboot, its process
+id reused) and another local process may then hold its port, so the token is never sent: each
+request proves it with a MAC over a fresh nonce, and an answer is used only when it carries serve's
+proof over that nonce and the answer (:mod:`hivestream.serve.read_proof`). While waiting for an
+answer the reader checks every ``ALIVE_EVERY_S`` that serve still answers ``GET /v1/alive``
+(itself proven), so a stopped serve (SIGSTOP, Ctrl-Z) or a hung one is given up within seconds,
+not after ``TIMEOUT_S``; closing the connection then cancels the read on serve's side. Every
+failure is one line without the token.
 """
 
 from __future__ import annotations
 
 import http.client
 import json
+import select
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from hivestream.serve.read_marker import ReadMarker, marker_path, process_alive, read_marker
+from hivestream.serve.read_proof import PROOF_HEADER, answer_proven, authorization, new_nonce
 from projections.named_query import NamedQuery, run_query
 from projections.reading import open_for_reading
 
 TIMEOUT_S = 300.0
-"""How long a reader waits for serve's answer (seconds; a report of a large file takes a while)."""
+"""How long a reader waits for serve's answer while serve is alive (seconds; a report of a large file takes a while)."""
+CONNECT_TIMEOUT_S = 5.0
+"""How long a reader waits to connect and send its request (seconds)."""
+ALIVE_EVERY_S = 2.0
+"""While no answer has come, how often the reader checks that serve is alive (seconds)."""
+ALIVE_TIMEOUT_S = 5.0
+"""How long serve has to answer that check (seconds): a stopped serve is given up after about
+``ALIVE_EVERY_S + ALIVE_TIMEOUT_S``."""
+BODY_TIMEOUT_S = 30.0
+"""Longest pause while an answer's body arrives (seconds; serve writes it at once)."""
 
 
 class ServeUnreachable(Exception):
@@ -46,22 +64,63 @@ def _freshness(db: Path, state: dict[str, Any]) -> str:
             f"{state.get('log_records', 0):,} records of its log applied")
 
 
-def _request(m: ReadMarker, method: str, path: str, body: bytes | None, timeout_s: float) -> tuple[int, bytes]:
-    conn = http.client.HTTPConnection("127.0.0.1", m.port, timeout=timeout_s)
+class _Unproven(Exception):
+    """The answer lacks serve's proof: whoever answered does not hold the note's token."""
+
+
+class _NotAlive(Exception):
+    """Serve did not answer the liveness check in time."""
+
+
+def _exchange(m: ReadMarker, method: str, path: str, body: bytes | None, timeout_s: float, check_alive: bool) -> tuple[int, bytes]:
+    """Send one request proving the token and return its proven ``(status, body)``.
+
+    Raises:
+        _Unproven: the answer lacks serve's proof; _NotAlive: the liveness check failed;
+        TimeoutError: no answer within ``timeout_s``; OSError, http.client.HTTPException,
+        ValueError: no answer at all.
+    """
+    nonce = new_nonce()
+    headers = {**authorization(m.token, nonce, method, path, body or b""), "Content-Type": "application/json"}
+    deadline = time.monotonic() + timeout_s
+    conn = http.client.HTTPConnection("127.0.0.1", m.port, timeout=min(CONNECT_TIMEOUT_S, timeout_s))
     try:
-        headers = {"Authorization": f"Bearer {m.token}", "Content-Type": "application/json"}
         conn.request(method, path, body=body, headers=headers)
+        while True:  # until the answer's first byte: checking every ALIVE_EVERY_S that serve is alive
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError(f"no answer within {timeout_s:g} s")
+            ready, _, _ = select.select([conn.sock], [], [], min(ALIVE_EVERY_S, left) if check_alive else left)
+            if ready:
+                break
+            if check_alive:
+                _check_alive(m)
+        conn.sock.settimeout(BODY_TIMEOUT_S)
         resp = conn.getresponse()
-        return resp.status, resp.read()
+        status, answer, proof = resp.status, resp.read(), resp.getheader(PROOF_HEADER)
     finally:
-        conn.close()
+        conn.close()  # also when given up: serve then cancels the read
+    if not answer_proven(m.token, nonce, status, answer, proof):
+        raise _Unproven
+    return status, answer
+
+
+def _check_alive(m: ReadMarker) -> None:
+    try:
+        status, _ = _exchange(m, "GET", "/v1/alive", None, ALIVE_TIMEOUT_S, check_alive=False)
+    except (OSError, http.client.HTTPException) as e:
+        raise _NotAlive from e
+    if status != 200:
+        raise _NotAlive
 
 
 def ask(db: Path, method: str, path: str, body: bytes | None = None, timeout_s: float = TIMEOUT_S) -> tuple[int, bytes] | None:
-    """``(status, body)`` of serve's answer to ``method path`` for ``db``; ``None`` when no note names a serve.
+    """``(status, body)`` of serve's answer to ``method path`` for ``db``, proven to come from the
+    serve that wrote the note; ``None`` when no note names a serve.
 
     Raises:
-        ServeUnreachable: the serve named is gone or gave no answer (why, in one line).
+        ServeUnreachable: the serve named is gone, stopped, gave no answer, or whoever answered
+            could not prove it holds the note's token (why, in one line).
     """
     m = read_marker(db)
     if m is None:
@@ -70,14 +129,37 @@ def ask(db: Path, method: str, path: str, body: bytes | None = None, timeout_s: 
     if not process_alive(m.pid):
         raise ServeUnreachable(f"{where} is gone")
     try:
-        status, answer = _request(m, method, path, body, timeout_s)
+        status, answer = _exchange(m, method, path, body, timeout_s, check_alive=True)
+    except _Unproven:
+        raise ServeUnreachable(f"{where} did not prove itself on port {m.port}: the answer lacks the proof of the note's read token "
+                               "(a stale note, and another process on that port?), so it was not used") from None
+    except _NotAlive:
+        raise ServeUnreachable(f"{where} did not answer a liveness check within {ALIVE_TIMEOUT_S:g} s "
+                               "(stopped, e.g. by SIGSTOP or Ctrl-Z, or hung)") from None
+    except TimeoutError as e:
+        raise ServeUnreachable(f"{where} did not answer ({type(e).__name__}: {e})") from None
     except (OSError, http.client.HTTPException, ValueError) as e:  # ValueError: a request http.client refuses to send
         raise ServeUnreachable(f"{where} did not answer ({type(e).__name__})") from None
     if status == 401:
-        raise ServeUnreachable(f"{where} refused its read token (HTTP 401: the note is not that serve's)")
+        raise ServeUnreachable(f"{where} refused its read token (HTTP 401)")
     if status == 503:
-        raise ServeUnreachable(f"{where} cannot read the file right now (HTTP 503)")
+        raise ServeUnreachable(f"{where} cannot read the file right now (HTTP 503: {_detail(answer) or 'unavailable'})")
     return status, answer
+
+
+def prove(db: Path) -> None:
+    """Make sure the serve the note of ``db`` names is what runs there (its read listener answers
+    ``GET /v1/alive`` with the proof of the note's read token), before anything is sent to the
+    addresses the note gives (the review token to its ingest port: :mod:`hivestream.serve.event_client`).
+
+    Raises:
+        ServeUnreachable: no note, or see :func:`ask` (one line).
+    """
+    got = ask(db, "GET", "/v1/alive", timeout_s=ALIVE_TIMEOUT_S)
+    if got is None:
+        raise ServeUnreachable(f"no hivestream serve is named in {marker_path(db)}")
+    if got[0] != 200:
+        raise ServeUnreachable(f"the hivestream serve named in {marker_path(db)} gave no answer to use (HTTP {got[0]})")
 
 
 def _detail(answer: bytes) -> str:

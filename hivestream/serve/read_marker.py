@@ -5,11 +5,13 @@ and ``report`` in another process ask it instead of reading the snapshot: ``<db>
 
 ``port`` is serve's read listener (always on 127.0.0.1, apart from the ingest routes); ``token`` a
 random secret made at each start that the read routes require, so only who may read this file
-(the file's owner) may read the memory through serve. ``ingest`` is where serve takes events
-(for ``hivestream kb submit|approve|reject``) and, when serve runs on loopback without a tokens
-file, its per-start review token (only a bearer of it may post ``experience-reviewed`` events
-there). The note is written atomically once serve listens and removed at a clean stop; after a
-crash it stays, and a reader finds its process gone. Standard library only.
+(the file's owner) may read the memory through serve; ``hivestream`` proves it without sending it,
+and believes only answers that prove it back (:mod:`hivestream.serve.read_proof`). ``ingest`` is
+where serve takes events (for ``hivestream kb submit|approve|reject``) and, when serve runs on
+loopback without a tokens file, its per-start review token (only a bearer of it may post
+``experience-reviewed`` events there). The note is written atomically once serve listens and
+removed at a clean stop; after a crash it stays, and a reader finds its process gone. Standard
+library only.
 """
 
 from __future__ import annotations

@@ -134,8 +134,9 @@ def _row_event(row: tuple[Any, ...], channel: str | None, model: str, tokens_for
             last_matched_at_ms=_ms(sid, "last_matched_at", matched),
             last_refreshed_at_ms=_ms(sid, "last_refreshed_at", refreshed),
         )
-    except ValidationError as e:
-        raise reject(StubError.BAD_ROW, f"stub {sid}: {e}") from e
+    except ValidationError as e:  # one line: each field and what is wrong with it, no input echoed, no links
+        why = "; ".join(f"{'.'.join(map(str, err['loc']))}: {err['msg']}" for err in e.errors(include_url=False, include_input=False)[:5])
+        raise reject(StubError.BAD_ROW, f"stub {sid}: {why}") from e
 
 
 def _refresh_type(sid: object, source: object) -> RefreshSource:
