@@ -227,9 +227,10 @@ def test_a_file_made_before_the_new_tables_gets_them_and_keeps_its_rows(tmp_path
     log = tmp_path / "a.jsonl"
     log.write_text(json.dumps({"session_id": "s", "hook_event_name": "UserPromptSubmit", "prompt": "first", "event_time_ms": T0}) + "\n")
     run_files([log], db)
-    with DuckSink(db) as sink:  # what a file of the version before looks like: neither table
+    with DuckSink(db) as sink:  # what a file of the version before looks like: none of them
         sink.con.execute("DROP TABLE skipped_events")
-        sink.con.execute("DROP TABLE event_details")
+        sink.con.execute("DROP VIEW event_details")
+        sink.con.execute("DROP TABLE event_details_json")
     more = tmp_path / "b.jsonl"
     more.write_text("".join(json.dumps(p) + "\n" for p in [
         {"session_id": "s", "hook_event_name": "Stop", "last_assistant_message": "", "event_time_ms": T0 + 1},

@@ -559,7 +559,7 @@ def project(
         proj.close()
         sink.close()
     out.print(f"projected {rep.records} records in {rep.batches} batches: {rep.frames_created} frames, "
-              f"{rep.duplicates} duplicates, {rep.dead_letters} dead letters into {db}")
+              f"{rep.duplicates} duplicates, {rep.skipped} events that are not turns, {rep.dead_letters} dead letters into {db}")
 
 
 @app.command()
@@ -612,4 +612,4 @@ def replay(
             sink.close()
     swap_in(tmp, db)
     out.print(f"replayed {rep.records} records into {db}: {rep.frames_created} frames, {rep.duplicates} duplicates, "
-              f"{rep.dead_letters} dead letters")
+              f"{rep.skipped} events that are not turns, {rep.dead_letters} dead letters")

@@ -29,7 +29,6 @@ from streams.frames.capture import Skipped
 from streams.frames.dedup import FrameEvent
 from streams.memory_calls import MemoryToolCall
 from streams.model.deadletter import DeadLetter
-from streams.model.details import DETAIL_FIELDS
 
 # One row per frame of the batch's new captures; the first created capture (lowest seq) is the writer.
 _FRAME_AGG = """
@@ -74,12 +73,8 @@ WHEN MATCHED THEN UPDATE SET
 _INSERT_CAPTURES = """INSERT INTO frame_captures SELECT event_id, frame_id, source, session, event_type, event_time_ms,
                       is_duplicate, src_partition, src_offset, is_late FROM {src}"""
 
-# the details JSON of the new rows of {src} (captures or skipped events) → event_details; a value
-# that is no JSON object (a hand-made frames record) adds no row, a field of another type is NULL
-_DETAIL_SPEC = "{" + ", ".join(f'"{f}": "{"BOOLEAN" if f == "is_group" else "VARCHAR"}"' for f in DETAIL_FIELDS) + "}"
-_INSERT_DETAILS = ("INSERT INTO event_details BY NAME SELECT event_id, unnest(json_transform(details, '"
-                   + _DETAIL_SPEC.replace("{", "{{").replace("}", "}}")
-                   + "')) FROM {src} WHERE details IS NOT NULL AND json_valid(details) AND json_type(details) = 'OBJECT'")
+# the details of the new rows of {src} (captures or skipped events) → event_details_json (the view event_details reads it)
+_INSERT_DETAILS = "INSERT INTO event_details_json SELECT event_id, details FROM {src} WHERE details IS NOT NULL"
 
 SKIPPED_SCHEMA: tuple[tuple[str, pa.DataType], ...] = tuple(zip(Skipped._fields, (
     pa.string(), pa.string(), pa.string(), pa.string(), pa.string(), pa.string(), pa.string(), pa.int64(), pa.int32(), pa.int64(),

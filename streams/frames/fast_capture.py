@@ -133,8 +133,8 @@ def _openclaw(obj: dict[str, Any], t: int) -> _Event | None:
     sid, content, mid = ctx.get("channelId"), ctx.get("content"), ctx.get("messageId")
     if type(sid) is not str or not sid or type(content) is not str or not (mid is None or type(mid) is str):
         return None
-    if ctx.get("success") is False or "<media:" in content:
-        return None  # a failed send or a media placeholder is no turn: the general path says why
+    if ctx.get("success") is False or (content and (content[0] == "<" or content[0].isspace()) and "<media:" in content):
+        return None  # a failed send or a media placeholder is no turn (a placeholder starts the stripped body): the general path says why
     return (stable_id("openclaw", sid, action, t, mid or "", content), "openclaw", "openclaw-gateway:" + sid,
             _OPENCLAW_TYPES[action], None, None, content, "message:" + action)
 
