@@ -240,7 +240,8 @@ def project_all(bootstrap: str, topics: Topics, db: Path) -> None:
 
 
 def frame_tables(db: Path) -> dict[str, Any]:
-    """The frames and captures of ``db`` as comparable rows (Kafka positions left out)."""
+    """The frames, captures, memory tool calls, skipped events and event details of ``db`` as
+    comparable rows (Kafka positions left out)."""
     con = duckdb.connect(str(db), read_only=True)
     try:
         return {
@@ -249,6 +250,8 @@ def frame_tables(db: Path) -> dict[str, Any]:
             "captures": con.execute("SELECT event_id, frame_id, source, session, event_type, event_time_ms, is_duplicate, is_late "
                                     "FROM frame_captures ORDER BY event_id").fetchall(),
             "memory_tool_calls": con.execute("SELECT * FROM memory_tool_calls ORDER BY ALL").fetchall(),
+            "skipped_events": con.execute("SELECT * EXCLUDE (src_partition, src_offset) FROM skipped_events ORDER BY ALL").fetchall(),
+            "event_details": con.execute("SELECT * FROM event_details ORDER BY ALL").fetchall(),
         }
     finally:
         con.close()

@@ -162,10 +162,10 @@ def test_queries_on_the_corpus(corpus_db: Path, tmp_path: Path) -> None:
     con = duckdb.connect(str(corpus_db), read_only=True)
     cols, rows = run_query(con, "totals", QUERIES)
     total = {k: int(v) for k, v in zip(cols, rows[0], strict=True)}  # type: ignore[call-overload]
-    # the README's window table, produced by the tool: 115 frames / 116 duplicates up to 1 min, 113 / 118 from 10 min on
+    # the README's window table, produced by the tool: 126 frames / 116 duplicates up to 10 s, 124 / 118 at 1 min, 120 / 122 from 10 min on
     whatif = {r[0]: (r[3], r[4], r[5]) for r in q(con, "window-whatif")}
-    assert whatif["1 s"] == whatif["1 min"] == (115, 116, False)
-    assert whatif["10 min"] == (113, 118, True) and whatif["unbounded"] == (113, 118, False)
+    assert whatif["1 s"] == whatif["10 s"] == (126, 116, False) and whatif["1 min"] == (124, 118, False)
+    assert whatif["10 min"] == (120, 122, True) and whatif["unbounded"] == (120, 122, False)
     assert whatif["10 min"][0] == total["frames"]
     # every share query accounts for every capture and duplicate
     for name in ("duplicate-share-per-day", "duplicate-share-per-project"):

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from streams.frames.capture import to_capture
+from streams.frames.capture import Skipped, SkipReason, capture_outcome, to_capture
 from streams.model.deadletter import Reason, RejectedInput
 from streams.model.decode import decode_hook_record
 from streams.model.events import PROMPT, STOP, HookEvent
@@ -37,6 +37,12 @@ def test_claude_code_events_without_text_are_not_captures() -> None:
     assert e.event_type == "pre-tool-use" and to_capture(e) is None
     e = dec({"event": "Stop", "session_id": "s1", "stop_hook_active": False, "ts": T})  # flattened log format, no text
     assert e.event_type == STOP and to_capture(e) is None
+
+
+@pytest.mark.parametrize("raw", [b'{"content": "[hm src:a event:stop] \\u3000 ", "timestamp": 1}', b'{"content": "", "timestamp": 1}'])
+def test_an_empty_body_is_skipped_not_rejected(raw: bytes) -> None:
+    out = capture_outcome(decode_hook_record(raw))
+    assert isinstance(out, Skipped) and out.reason == SkipReason.EMPTY_BODY
 
 
 def test_subagent_scope() -> None:
@@ -100,8 +106,6 @@ def test_lone_surrogate_escape_is_not_bad_input() -> None:
         (b'{"content": "x", "timestamp": -5}', Reason.BAD_TIMESTAMP),
         (b'{"content": "x", "timestamp": 1e300}', Reason.BAD_TIMESTAMP),
         (b'{"content": "x\xff", "timestamp": 1}', Reason.NOT_UTF8),
-        (b'{"content": "[hm src:a event:stop] \\u3000 ", "timestamp": 1}', Reason.EMPTY_BODY),
-        (b'{"content": "", "timestamp": 1}', Reason.EMPTY_BODY),
         (b'{"schema_version": 2, "event_id": "e"}', Reason.UNKNOWN_SCHEMA_VERSION),
         (b'{"schema_version": 1, "event_id": "e", "source": "x"}', Reason.MISSING_FIELD),
         (b'{"schema_version": 1, "event_id": "e", "source": "x", "event_type": "stop", "event_time_ms": "soon"}', Reason.BAD_TIMESTAMP),

@@ -75,6 +75,11 @@ NEIGHBOUR_KEYS = st.lists(st.sampled_from([
     ("turn_id", None), ("turn_id", 0), ("transcript_path", "/h/.codex/s.jsonl"), ("transcript_path", 7), ("sessionKey", "top"),
     ("context", {"channelId": "", "content": "b", "sessionKey": "k"}), ("context", {"channelId": 5, "content": "b"}),
     ("context", {"content": "b", "sessionId": "q"}), ("context", {"channelId": "c", "content": "b", "messageId": 9}), ("context", []),
+    ("context", {"channelId": "c", "content": "b", "success": False}), ("context", {"channelId": "c", "content": "<media:audio>"}),
+    ("context", {"channelId": "c", "content": "b", "conversationId": "k", "from": "+1", "threadId": 4, "isGroup": True}),
+    ("action", "transcribed"), ("action", "preprocessed"), ("cwd", "C:\\Users\\Ana Maria\\tidepool"), ("cwd", "/home/ana"),
+    ("cwd", "/home/ana/tide/src"), ("transcript_path", "/h/.claude/projects/-home-ana-tide/s.jsonl"), ("prompt_id", "p"), ("model", "m"),
+    ("agent_type", "Explore"), ("agent_transcript_path", "/t/a.jsonl"), ("hook_event_name", "PostCompact"),
 ]), max_size=2).map(dict)
 """Up to two keys that move a payload to another runtime, time field, session or shape."""
 

@@ -142,9 +142,11 @@ async def test_dedup_agent_routes_tool_events_and_bad_input(h: Any) -> None:
     await deliver(h, 0, [good, tool, b"\xff\xfe", b'{"content": "[hm src:x]  ", "timestamp": 7}', b"{not json"])
     await run_before_commit(h.app)
     frames = [json.loads(v) for v in sent(h, h.topics.frames)]
-    assert [f["capture"]["source"] for f in frames] == ["claude-code"]
+    assert [f["kind"] for f in frames] == ["created", "skipped", "skipped"]  # the tool event and the empty body: valid, not turns
+    assert frames[0]["capture"]["source"] == "claude-code"
+    assert [(f["skipped"]["reason"], f["skipped"]["native_event"]) for f in frames[1:]] == [("not_a_turn", "PreToolUse"), ("empty_body", None)]
     reasons = [json.loads(v)["reason"] for v in sent(h, h.topics.dead_letter)]
-    assert reasons == ["not_utf8", "empty_body", "malformed_json"]
+    assert reasons == ["not_utf8", "malformed_json"]
 
 
 def test_an_unexpected_exception_is_dead_lettered_not_raised(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -82,7 +82,7 @@ def _tables(sink: DuckSink) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]
 def test_decode_equals_the_codec_on_every_record() -> None:
     events = _events(400)
     raws = [frame_event_to_json(fe) for fe in events]
-    cols, rejects = decode_frame_records(raws)
+    cols, rejects, _skipped = decode_frame_records(raws)
     assert rejects == []
     assert cols == capture_columns([frame_event_from_json(r) for r in raws])
     assert cols["content"][0] is not None and any(c is None for c in cols["content"])  # touches carry no content
@@ -113,7 +113,7 @@ def test_bad_records_get_the_codecs_reason_and_bad_types_are_rejected() -> None:
         (_mutate(good, extra_top_level="ignored"), None),
         (good, None),
     ]
-    cols, rejects = decode_frame_records([raw for raw, _ in cases])
+    cols, rejects, _skipped = decode_frame_records([raw for raw, _ in cases])
     got = {i: err.reason for i, err in rejects}
     assert got == {i: reason for i, (_, reason) in enumerate(cases) if reason is not None}
     for i, (raw, reason) in enumerate(cases):

@@ -89,13 +89,17 @@ def test_end_to_end_equals_the_embedded_runner(live: dict[str, Any], workload: d
     assert got["captures"] == want["captures"]
     assert len(want["memory_tool_calls"]) == 12 and got["memory_tool_calls"] == want["memory_tool_calls"]
     assert not any("sk-ant-api03" in str(row) for row in got["memory_tool_calls"])
+    assert len(want["skipped_events"]) > 100 and got["skipped_events"] == want["skipped_events"]  # the tool and lifecycle events
+    assert got["event_details"] == want["event_details"]
 
 
 def test_bad_input_lands_on_dead_letter_with_a_reason(live: dict[str, Any], workload: dict[str, Any]) -> None:
     got = dead_letter_reasons(live["db"])
     assert got == dead_letter_reasons(workload["ref"])
-    assert Counter(got) == Counter({"malformed_json": 1, "wrong_shape": 1, "missing_field": 2, "empty_body": 1,
+    assert Counter(got) == Counter({"malformed_json": 1, "wrong_shape": 1, "missing_field": 2,
                                     "bad_timestamp": 1, "not_utf8": 1, "unknown_schema_version": 1, "unknown_payload": 1})
+    skipped = [r for r in frame_tables(live["db"])["skipped_events"] if r[1] == "empty_body"]  # the empty body: valid, not a turn
+    assert len(skipped) == 1
     con = duckdb.connect(str(live["db"]), read_only=True)
     inputs = {r[0] for r in con.execute("SELECT DISTINCT input FROM dead_letters").fetchall()}
     con.close()
@@ -248,7 +252,8 @@ def test_replay_from_a_time(kafka_bootstrap: str, live: dict[str, Any], tmp_path
     _cli("replay", "--db", str(tmp_path / "all.duckdb"), "--from-time", "1970-01-01T00:00:00Z", *common)
     assert frame_tables(tmp_path / "all.duckdb") == frame_tables(live["db"])
     _cli("replay", "--db", str(tmp_path / "none.duckdb"), "--from-time", "2999-01-01T00:00:00Z", *common)
-    assert frame_tables(tmp_path / "none.duckdb") == {"frames": [], "captures": [], "memory_tool_calls": []}
+    assert frame_tables(tmp_path / "none.duckdb") == {"frames": [], "captures": [], "memory_tool_calls": [], "skipped_events": [],
+                                                      "event_details": []}
 
 
 def test_replay_refuses_to_swap_a_file_a_writer_holds(kafka_bootstrap: str, live: dict[str, Any], tmp_path: Path) -> None:

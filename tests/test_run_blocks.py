@@ -10,6 +10,7 @@ that resume inside a block.
 
 from __future__ import annotations
 
+import json
 import pickle
 import random
 from pathlib import Path
@@ -23,7 +24,7 @@ from hivestream.embedded.blocks import BatchColumns, blocks_of, to_block
 from hivestream.embedded.frames import EmbeddedRunner
 from projections.frames.rows import capture_columns
 from projections.frames.sink import DuckSink
-from streams.frames.capture import Capture
+from streams.frames.capture import Capture, Skipped
 from streams.frames.capture_import import Outcome
 from streams.frames.dedup import DedupCore
 from streams.memory_calls import MemoryToolCall
@@ -37,6 +38,8 @@ QUERIES = {
     "frame_captures": "SELECT * FROM frame_captures",
     "memory_tool_calls": "SELECT * FROM memory_tool_calls",
     "dead_letters": "SELECT * EXCLUDE (time_ms) FROM dead_letters",
+    "skipped_events": "SELECT * FROM skipped_events WHERE event_id NOT LIKE 'oracle-%'",
+    "event_details": "SELECT * FROM event_details WHERE event_id NOT LIKE 'oracle-%'",
 }
 
 
@@ -68,9 +71,12 @@ def _outcomes(seed: int, n: int = 600) -> list[Outcome]:
             call = _call(c.event_id, t) if rnd.random() < 0.05 else None
             outs.append((off, "c", None, c if rnd.random() < 0.5 else tuple(c), call))
         elif r < 0.85:
-            outs.append((off, "n", None, None, _call(f"n{seed}-{i}", T0 + i) if rnd.random() < 0.3 else None))
+            eid = f"n{seed}-{rnd.randrange(i + 1)}"  # now and then an event id read again: one row
+            skip = Skipped(eid, rnd.choice(["not_a_turn", "empty_body"]), "claude-code", "s1", "pre-tool-use", "PreToolUse", None,
+                           T0 + i, 7, off, json.dumps({"tool_use_id": eid}) if rnd.random() < 0.5 else None)
+            outs.append((off, "n", None, skip, _call(f"n{seed}-{i}", T0 + i) if rnd.random() < 0.3 else None))
         elif r < 0.93:
-            outs.append((off, "e", f'{{"line": {i}}}'.encode(), ("empty_body", "nothing after the prefix", f"x{seed}-{i}"), None))
+            outs.append((off, "e", f'{{"line": {i}}}'.encode(), ("body_too_large", "body over the limit", f"x{seed}-{i}"), None))
         else:
             outs.append((off, "d", b"{not json", ("malformed_json", "expected a value", ""), None))
     return outs
@@ -84,9 +90,10 @@ def _oracle(outs: list[Outcome], tmp_path: Path) -> dict[str, list[tuple[Any, ..
     """Every capture through DedupCore.process and DuckSink.apply_batch in one batch."""
     core = DedupCore(Settings().window, allowed_lateness_ms=Settings().allowed_lateness_ms)
     events = [core.process(Capture._make(o[3])) for o in outs if o[1] == "c"]
-    runner = EmbeddedRunner(tmp_path / "oracle.duckdb")  # for the dead letters and memory tool calls alone: captures as events without text
-    try:
-        runner.run_outcomes(ORIGIN, [(o[0], "n", None, None, o[4]) if o[1] == "c" else o for o in outs])
+    runner = EmbeddedRunner(tmp_path / "oracle.duckdb")  # for the dead letters, skipped events and memory tool calls: captures as
+    try:                                                    # skipped events of ids the queries leave out
+        runner.run_outcomes(ORIGIN, [(o[0], "n", None, Skipped(f"oracle-{o[0]}", "not_a_turn", "x", "s", "stop", None, None, 0, 0, 0), o[4])
+                                     if o[1] == "c" else o for o in outs])
         sink: DuckSink = runner.sink
         sink.apply_batch(events)
         return _tables(sink.con)
@@ -100,6 +107,7 @@ def test_blocks_of_every_size_and_batches_of_every_size_equal_the_capture_by_cap
     outs = _outcomes(seed, 350)
     want = _oracle(outs, tmp_path)
     assert len(want["frames"]) > 10 and len(want["memory_tool_calls"]) > 5 and len(want["dead_letters"]) > 10
+    assert len(want["skipped_events"]) > 10 and len(want["event_details"]) > 5
     for i, (block, batch) in enumerate([(1, 29), (3, 11), (50, 23), (4096, 64), (7, 100_000)]):
         monkeypatch.setattr(blocks, "BLOCK_OUTCOMES", block)
         runner = EmbeddedRunner(tmp_path / f"r{i}.duckdb", Settings(batch_size=batch))

@@ -37,10 +37,11 @@ def tables(db: Path) -> dict[str, list[tuple[object, ...]]]:
 def test_demo_samples(tmp_path: Path) -> None:
     report = run_files(SAMPLE_FILES, tmp_path / "d.duckdb", gateway=True)
     # 4 turns per backend session (2 prompts, 2 replies) each captured twice with the gateway,
-    # + 6 already-captured events in the hook log (4 bad lines, one of them an empty body)
+    # + 6 already-captured events in the hook log (3 bad lines, and an empty body: valid, not a turn)
     assert report.captures == 22
     assert report.frames_created == 10 and report.duplicates == 12
-    assert report.dead_letters == Counter({"bad_timestamp": 2, "malformed_json": 1, "empty_body": 1})
+    assert report.dead_letters == Counter({"bad_timestamp": 2, "malformed_json": 1})
+    assert report.not_turns["empty_body"] == 1
     con = duckdb.connect(str(tmp_path / "d.duckdb"), read_only=True)
     pairs = dict(((a, b), n) for a, b, n, _ in con.execute(QUERIES["dedup-summary"].sql).fetchall())
     assert pairs[("openclaw", "claude-code")] == 3  # gateway received before each Claude prompt, + telegram

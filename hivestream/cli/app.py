@@ -105,8 +105,9 @@ def print_report(report: RunReport) -> None:
         fmts[f] = fmts.get(f, 0) + 1
     out.print(f"[bold]inputs[/]: {len(report.inputs)} files ({', '.join(f'{n} {k}' for k, n in sorted(fmts.items()))}), "
               f"{report.records} input records read (lines with events or errors), {report.skipped} input items (events or rejected lines) already applied")
-    out.print(f"[bold]hook events[/]: {report.events} ({report.captures} captures with turn text, {report.not_captures} tool/lifecycle "
-              f"events, {report.events - report.captures - report.not_captures} rejected as captures)")
+    why = ", ".join(f"{k} {v}" for k, v in report.not_turns.most_common())
+    out.print(f"[bold]hook events[/]: {report.events} ({report.captures} captures with turn text, {report.not_captures} not turns"
+              f"{f' ({why}; table skipped_events)' if why else ''}, {report.events - report.captures - report.not_captures} rejected as captures)")
     out.print(f"[bold]frames out[/]: {report.frames_created}; [bold]duplicates collapsed[/]: {report.duplicates}"
               + (f"; {report.repeated} captures repeated an event id already applied (the same event read twice, "
                  "e.g. a transcript that logs one message again); they change nothing" if report.repeated else ""))
@@ -559,7 +560,7 @@ def project(
         proj.close()
         sink.close()
     out.print(f"projected {rep.records} records in {rep.batches} batches: {rep.frames_created} frames, "
-              f"{rep.duplicates} duplicates, {rep.dead_letters} dead letters into {db}")
+              f"{rep.duplicates} duplicates, {rep.skipped} events that are not turns, {rep.dead_letters} dead letters into {db}")
 
 
 @app.command()
@@ -612,4 +613,4 @@ def replay(
             sink.close()
     swap_in(tmp, db)
     out.print(f"replayed {rep.records} records into {db}: {rep.frames_created} frames, {rep.duplicates} duplicates, "
-              f"{rep.dead_letters} dead letters")
+              f"{rep.skipped} events that are not turns, {rep.dead_letters} dead letters")

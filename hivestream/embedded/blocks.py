@@ -1,7 +1,7 @@
 """Import outcomes as columns: what ``hivestream run``'s import hands its dedup loop (issue 20).
 
 The dedup core reads five fields of a capture (event id, key, event time, partition, offset); the
-other eight (body hash, content, provenance) only go to the DuckDB sink. An
+other nine (body hash, content, provenance, details) only go to the DuckDB sink. An
 :class:`ImportBlock` holds a run of import outcomes (:data:`streams.frames.capture_import.Outcome`)
 with the captures' decision fields as Python lists and the rest as one Arrow table of
 strings, built where the outcomes were made: in an import process (``--jobs N``,
@@ -31,9 +31,9 @@ from streams.frames.dedup import Decision
 from streams.memory_calls import MemoryToolCall
 from streams.model.clock import Clock
 
-STRING_COLUMNS = Capture._fields[2:10]
+STRING_COLUMNS = (*Capture._fields[2:10], "details")
 """The capture fields a block keeps as Arrow strings (body hash, content, source, session, event type, parent, project,
-importance: named as the sink's capture columns)."""
+importance, details: named as the sink's capture columns)."""
 
 BLOCK_OUTCOMES = 4096
 """Outcomes per block when the runner's own process imports (``--jobs 0``, a serve log)."""
@@ -46,14 +46,15 @@ class ImportBlock(NamedTuple):
         offs: every outcome's line (or log) offset.
         kinds: every outcome's kind, one character each (``"c"``, ``"n"``, ``"e"``, ``"d"``, ``"x"``).
         others: ``(original line or None, payload, clock reading or None)`` of each outcome that is
-            not a capture, in order; the clock is read right after a rejected outcome (``"e"``,
+            not a capture (a skipped event's payload is its :class:`~streams.frames.capture.Skipped`
+            row), in order; the clock is read right after a rejected outcome (``"e"``,
             ``"d"``) was made, when :func:`to_block` was given one (a serve log's
             :class:`~hivestream.embedded.log_run.RecordClock`: the record's append time).
         calls: outcome index → its memory tool call (the few outcomes that have one).
         ids, keys, times, parts, coffs: per capture, in order: event id, dedup key, event time
             (epoch ms), partition, offset.
         strings: per capture, the :data:`STRING_COLUMNS` (Arrow ``string``, nulls for absent
-            parent / project; a table, so a column past Arrow's 2 GiB per array is chunked).
+            parent / project / details; a table, so a column past Arrow's 2 GiB per array is chunked).
     """
 
     offs: list[int]

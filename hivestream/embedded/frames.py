@@ -22,6 +22,7 @@ from typing import Any
 from hivestream.embedded.blocks import BatchColumns, ImportBlock, blocks_of, import_block
 from projections.frames.memory_calls import MemoryCallPass
 from projections.frames.sink import DuckSink
+from streams.frames.capture import Skipped
 from streams.frames.capture_import import CaptureOptions, ImportTask, Outcome, file_tasks, hook_outcomes, outcomes, rejection
 from streams.frames.dedup import DedupCore
 from streams.importers.files import Item, detect_format, import_file, read_lines
@@ -47,7 +48,9 @@ class RunReport:
         duplicates: new captures collapsed into an existing frame.
         repeated: captures whose event id was already applied (the same event ingested
             again, e.g. a snapshot of a growing file): they change nothing.
-        not_captures: events without turn text (tool, lifecycle events).
+        not_captures: events that are not turns (tool and lifecycle events, empty bodies, media
+            placeholders, failed sends), the rows offered to ``skipped_events``.
+        not_turns: reason → count of those (:class:`streams.frames.capture.SkipReason`).
         dead_letters: reason → count.
         skipped: items skipped because their position was already applied.
     """
@@ -61,6 +64,7 @@ class RunReport:
     duplicates: int = 0
     repeated: int = 0
     not_captures: int = 0
+    not_turns: Counter[str] = field(default_factory=Counter)
     dead_letters: Counter[str] = field(default_factory=Counter)
     skipped: int = 0
 
@@ -188,6 +192,7 @@ class EmbeddedRunner:
         batch = BatchColumns()
         decisions = batch.decisions
         dls: list[DeadLetter] = []
+        skips: list[Skipped] = []
         last_off = -1
         r = self.report
         memory = self.memory
@@ -205,10 +210,10 @@ class EmbeddedRunner:
                         oi += 1
                     continue
                 if off != last_off:
-                    if len(decisions) + len(dls) >= size:
+                    if len(decisions) + len(dls) + len(skips) >= size:
                         batch.add(blk, lo, ci)
-                        self._flush(batch, dls, origin, off)
-                        batch, dls, lo = BatchColumns(), [], ci
+                        self._flush(batch, dls, skips, origin, off)
+                        batch, dls, skips, lo = BatchColumns(), [], [], ci
                         decisions = batch.decisions
                     r.records += 1
                     last_off = off
@@ -226,12 +231,14 @@ class EmbeddedRunner:
                     dls.append(payload)
                     r.dead_letters[str(payload.reason)] += 1
                     continue
-                if kind != "d":  # a tool or lifecycle event, or one to_capture rejected
+                if kind != "d":  # an event that is not a turn, or one capture_outcome rejected
                     r.events += 1
                     if calls and i in calls:
                         memory.pending.append(calls[i])  # issue 12
                 if kind == "n":
+                    skips.append(payload)
                     r.not_captures += 1
+                    r.not_turns[payload.reason] += 1
                 else:
                     assert raw is not None
                     err = rejection(payload)
@@ -239,10 +246,10 @@ class EmbeddedRunner:
                     r.dead_letters[str(err.reason)] += 1
             batch.add(blk, lo, ci)
         if last_off >= 0:
-            self._flush(batch, dls, origin, last_off + 1)
+            self._flush(batch, dls, skips, origin, last_off + 1)
         self._wait()
 
-    def _flush(self, batch: BatchColumns, dls: list[DeadLetter], origin: str, next_off: int) -> None:
+    def _flush(self, batch: BatchColumns, dls: list[DeadLetter], skips: list[Skipped], origin: str, next_off: int) -> None:
         """Hand the batch to the writer thread and go on deduplicating the next one.
 
         The batch's state changes and memory tool calls are taken now, so the transaction holds
@@ -255,11 +262,11 @@ class EmbeddedRunner:
         changes = self.core.state.drain()
         calls, self.memory.pending = self.memory.pending, []
         self._wait()
-        self._pending = self._writer.submit(self._write, batch, dls, {(origin, 0): next_off}, changes, calls, self.core.since_sweep)
+        self._pending = self._writer.submit(self._write, batch, dls, skips, {(origin, 0): next_off}, changes, calls, self.core.since_sweep)
 
-    def _write(self, batch: BatchColumns, dls: list[DeadLetter], positions: dict[tuple[str, int], int],
+    def _write(self, batch: BatchColumns, dls: list[DeadLetter], skips: list[Skipped], positions: dict[tuple[str, int], int],
                changes: tuple[dict[str, Any], list[str]], calls: list[MemoryToolCall], since_sweep: int) -> None:
-        frames, dups, _dead = self.sink.apply_columns(batch.columns(), dls, positions, changes, calls, since_sweep)  # issue 12: the calls too
+        frames, dups, _dead = self.sink.apply_columns(batch.columns(), dls, positions, changes, calls, since_sweep, skips)
         self.memory.written += len(calls)
         self.report.frames_created += frames
         self.report.duplicates += dups

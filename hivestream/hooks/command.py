@@ -5,7 +5,8 @@ hook firing: the payload comes on stdin, or as the last argument (``codex-notify
 payload to ``$HIVESTREAM_INGEST_URL/v1/hooks/RUNTIME`` (``--url``; bearer token from
 ``HIVESTREAM_INGEST_TOKEN``) with a short timeout (``--timeout``, default 2 s). A payload without a
 time field is stamped with ``event_time_ms`` first, so a later retry is the same event (same event
-id). The answer is judged by :mod:`hivestream.hooks.delivery`: the payload is dropped only after a
+id); a Claude Code ``Stop`` without ``last_assistant_message`` gets it from its transcript
+(:mod:`streams.importers.transcript_tail`). The answer is judged by :mod:`hivestream.hooks.delivery`: the payload is dropped only after a
 2xx or the server's JSON verdict that it was dead-lettered whole; otherwise it is written to the
 local spool (:mod:`hivestream.hooks.hook_spool`; ``--spool-dir`` / ``HIVESTREAM_SPOOL_DIR``,
 default ``~/.hivestream/hook-spool``) with one stderr line. The next successful call forwards up to
@@ -29,6 +30,7 @@ from pathlib import Path
 
 from hivestream.hooks.delivery import Verdict, verdict_of
 from hivestream.hooks.hook_spool import fallback_spool_dir, flush, spool_read, spool_somewhere, spool_write
+from streams.importers.transcript_tail import with_transcript_reply
 
 __all__ = ["main", "post", "spool_read", "spool_write", "stamp"]
 
@@ -263,6 +265,8 @@ def main(argv: list[str]) -> int:
         role = _detach() if opts.get("detach") else "none"
         if role == "parent":
             return 0
+        if runtime == "claude-code":  # a Stop without its reply: read from the transcript here, the only place that can
+            body = with_transcript_reply(body)
         status, answer = post(url, runtime, body, token, timeout_s)
         v = verdict_of(status, answer)
         if v is Verdict.DELIVERED:

@@ -21,6 +21,7 @@ from projections.frames.decode import decode_frame_records
 from projections.frames.sink import DuckSink
 from projections.frames.snapshot import SnapshotPacing, publish_idle_snapshot, write_heartbeat
 from projections.reader.consumer import PartitionReader, TopicPartition
+from streams.frames.capture import Skipped
 from streams.kafka.connection import ConnectionLike
 from streams.memory_calls import MemoryToolCall
 from streams.model.clock import Clock, wall_clock_ms
@@ -36,6 +37,7 @@ class ProjectorReport:
     frames_created: int = 0
     duplicates: int = 0
     dead_letters: int = 0  # new rows in dead_letters (a record seen twice counts once)
+    skipped: int = 0  # skipped-event records read (valid hook events that are not turns; a record read twice counts twice)
 
 
 @dataclass
@@ -47,6 +49,7 @@ class _Batch:
     dead_letters: list[DeadLetter] = field(default_factory=list)
     positions: dict[tuple[str, int], int] = field(default_factory=dict)
     calls: list[MemoryToolCall] = field(default_factory=list)
+    skipped: list[Skipped] = field(default_factory=list)
 
     def extend(self, later: _Batch) -> _Batch:
         """Append ``later`` (decoded with ``first_seq`` = this batch's capture count) to this batch."""
@@ -56,6 +59,7 @@ class _Batch:
         self.dead_letters.extend(later.dead_letters)
         self.positions.update(later.positions)  # a partition's offsets only grow
         self.calls.extend(later.calls)
+        self.skipped.extend(later.skipped)
         return self
 
 
@@ -158,16 +162,16 @@ class Projector:
                     except ValueError as e:
                         err = RejectedInput(Reason.WRONG_SHAPE, f"dead-letter record: {e}")
                         dls.append(DeadLetter.of(err, r.value or b"", tp.topic, tp.partition, r.offset, self.clock()))
-        captures, rejects = decode_frame_records(frame_values, first_seq)
+        captures, rejects, skipped = decode_frame_records(frame_values, first_seq)
         for i, err in rejects:
             tp, start = next((tp, start) for tp, start in reversed(frame_origin) if start <= i)
             r = polled[tp][i - start]
             dls.append(DeadLetter.of(err, r.value or b"", tp.topic, tp.partition, r.offset, self.clock()))
-        return _Batch(n, captures, dls, positions, calls)
+        return _Batch(n, captures, dls, positions, calls, skipped)
 
     def _apply(self, b: _Batch) -> int:
         """Apply a prepared batch in one transaction and count it; returns its records."""
-        frames, dups, dead = self.sink.apply_columns(b.captures, b.dead_letters, b.positions, memory_calls=b.calls)
+        frames, dups, dead = self.sink.apply_columns(b.captures, b.dead_letters, b.positions, memory_calls=b.calls, skipped=b.skipped)
         n = b.records
         rep = self.report
         rep.records += n
@@ -175,6 +179,7 @@ class Projector:
         rep.frames_created += frames
         rep.duplicates += dups
         rep.dead_letters += dead
+        rep.skipped += len(b.skipped)
         return n
 
     def run(

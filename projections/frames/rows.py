@@ -15,7 +15,7 @@ from streams.frames.dedup import FrameEvent
 CAPTURE_COLUMNS = (
     "event_id", "frame_id", "is_duplicate", "dedup_key", "body_hash", "content", "source",
     "session", "event_type", "parent", "project", "importance", "event_time_ms",
-    "frame_time_ms", "src_partition", "src_offset", "seq", "is_late",
+    "frame_time_ms", "src_partition", "src_offset", "seq", "is_late", "details",
 )
 
 
@@ -30,7 +30,7 @@ def event_row(fe: FrameEvent, seq: int) -> tuple[Any, ...]:
     return (
         c.event_id, fe.frame_id, not created, c.key, c.body_hash,
         c.content if created else None, c.source, c.session, c.event_type, c.parent,
-        c.project, c.importance, c.event_time_ms, fe.frame_time_ms, c.partition, c.offset, seq, fe.late,
+        c.project, c.importance, c.event_time_ms, fe.frame_time_ms, c.partition, c.offset, seq, fe.late, c.details,
     )
 
 
@@ -43,7 +43,7 @@ def capture_columns(events: Iterable[FrameEvent]) -> dict[str, list[Any]]:
         return {c: [] for c in CAPTURE_COLUMNS}
     kinds, frame_ids, caps, frame_times, lates = zip(*evs, strict=True)
     (event_ids, keys, hashes, contents, sources, sessions, event_types, parents, projects, importances,
-     event_times, partitions, offsets) = zip(*caps, strict=True)
+     event_times, partitions, offsets, details) = zip(*caps, strict=True)
     created = [k == "created" for k in kinds]
     return {
         "event_id": list(event_ids), "frame_id": list(frame_ids), "is_duplicate": [not c for c in created],
@@ -52,5 +52,5 @@ def capture_columns(events: Iterable[FrameEvent]) -> dict[str, list[Any]]:
         "source": list(sources), "session": list(sessions), "event_type": list(event_types), "parent": list(parents),
         "project": list(projects), "importance": list(importances), "event_time_ms": list(event_times),
         "frame_time_ms": list(frame_times), "src_partition": list(partitions), "src_offset": list(offsets),
-        "seq": list(range(len(evs))), "is_late": list(lates),
+        "seq": list(range(len(evs))), "is_late": list(lates), "details": list(details),
     }

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from streams.model.details import DETAIL_FIELDS
+
 SCHEMA_VERSION = 1
 
 # The long strings (content, ids, hashes) are stored with zstd, not DuckDB's default dictionary +
@@ -40,6 +42,28 @@ DDL = [
         src_offset BIGINT,
         is_late BOOLEAN NOT NULL DEFAULT false  -- event time below its key group's watermark (README "Dedup semantics")
     )""",
+    """CREATE TABLE IF NOT EXISTS skipped_events (
+        event_id VARCHAR NOT NULL USING COMPRESSION zstd,  -- unique (the sink inserts only new event ids, as in frame_captures)
+        reason VARCHAR NOT NULL,             -- not_a_turn | no_text | empty_body | placeholder | failed_send (streams/frames/capture.py)
+        source VARCHAR NOT NULL,
+        session VARCHAR,
+        event_type VARCHAR,                  -- normalised, e.g. pre-tool-use, session-end, stop
+        native_event VARCHAR,                -- the runtime's name, e.g. PreToolUse, message:sent, after_compaction
+        project VARCHAR,
+        event_time_ms BIGINT NOT NULL,
+        src_partition INTEGER,
+        src_offset BIGINT
+    )""",
+    """CREATE TABLE IF NOT EXISTS event_details_json (
+        event_id VARCHAR NOT NULL USING COMPRESSION zstd,  -- a frame_captures or skipped_events event id; unique (written with that row)
+        details VARCHAR NOT NULL USING COMPRESSION zstd    -- the event's ids and metadata, a JSON object (streams/model/details.py)
+    )""",
+    # the same as typed columns, one per detail field; a view, so the writer only appends text (a
+    # json_transform per row cost the runner ~0.8 µs per capture) and a file keeps every field a later
+    # version reads; a value that is no JSON object (a hand-made frames record) gives no row
+    "CREATE OR REPLACE VIEW event_details AS SELECT event_id, unnest(json_transform(details, '{"
+    + ", ".join(f'"{f}": "{"BOOLEAN" if f == "is_group" else "VARCHAR"}"' for f in DETAIL_FIELDS)
+    + "}')) FROM event_details_json WHERE json_valid(details) AND json_type(details) = 'OBJECT'",
     """CREATE TABLE IF NOT EXISTS dead_letters (
         input VARCHAR NOT NULL,              -- topic or input file
         src_partition INTEGER NOT NULL,

@@ -25,6 +25,7 @@ from projections.frames.fingerprints import Fingerprints, Hashes
 from projections.frames.memory_calls import apply_memory_calls, ensure_memory_schema
 from projections.frames.rows import CAPTURE_COLUMNS, capture_columns
 from projections.frames.schema import DDL
+from streams.frames.capture import Skipped
 from streams.frames.dedup import FrameEvent
 from streams.memory_calls import MemoryToolCall
 from streams.model.deadletter import DeadLetter
@@ -72,6 +73,15 @@ WHEN MATCHED THEN UPDATE SET
 _INSERT_CAPTURES = """INSERT INTO frame_captures SELECT event_id, frame_id, source, session, event_type, event_time_ms,
                       is_duplicate, src_partition, src_offset, is_late FROM {src}"""
 
+# the details of the new rows of {src} (captures or skipped events) → event_details_json (the view event_details reads it)
+_INSERT_DETAILS = "INSERT INTO event_details_json SELECT event_id, details FROM {src} WHERE details IS NOT NULL"
+
+SKIPPED_SCHEMA: tuple[tuple[str, pa.DataType], ...] = tuple(zip(Skipped._fields, (
+    pa.string(), pa.string(), pa.string(), pa.string(), pa.string(), pa.string(), pa.string(), pa.int64(), pa.int32(), pa.int64(),
+    pa.string()), strict=True))
+_INSERT_SKIPPED = """INSERT INTO skipped_events SELECT event_id, reason, source, session, event_type, native_event, project,
+                     event_time_ms, "partition", "offset" FROM {src}"""
+
 
 # DuckDB's memory limit per writer (its default, 80 % of RAM, let the buffer cache keep every block
 # it scanned). The rows not yet checkpointed live in that memory: at 256 MB with a 256 MB WAL
@@ -91,7 +101,7 @@ RECENT_BATCHES = 4  # a batch's frames already in the table are looked for first
 
 CAPTURE_SCHEMA: tuple[tuple[str, pa.DataType], ...] = tuple(zip(CAPTURE_COLUMNS, (
     pa.string(), pa.string(), pa.bool_(), pa.string(), pa.string(), pa.string(), pa.string(), pa.string(), pa.string(),
-    pa.string(), pa.string(), pa.string(), pa.int64(), pa.int64(), pa.int32(), pa.int64(), pa.int64(), pa.bool_(),
+    pa.string(), pa.string(), pa.string(), pa.int64(), pa.int64(), pa.int32(), pa.int64(), pa.int64(), pa.bool_(), pa.string(),
 ), strict=True))
 
 
@@ -142,7 +152,9 @@ class DuckSink:
         # fingerprints of frame_captures.event_id ∪ frames.frame_id (read on the first batch), what
         # the open transaction adds to them, and the frames row counts before the last batches
         self._ids: Fingerprints | None = None
+        self._skipped_ids: Fingerprints | None = None  # of skipped_events.event_id, read on the first batch that has skipped events
         self._adding: tuple[Hashes, Hashes] | None = None
+        self._adding_skipped: Hashes | None = None
         self._marks: list[int] = []
         self.file_copy = HeldFileCopy(self.path)  # the snapshot's byte copies (projections/frames/file_copy.py)
 
@@ -208,14 +220,16 @@ class DuckSink:
         state_changes: tuple[Mapping[str, Any], Iterable[str]] | None = None,
         memory_calls: Iterable[MemoryToolCall] = (),
         since_sweep: int | None = None,
+        skipped: Sequence[Skipped] = (),
     ) -> tuple[int, int, int]:
         """Apply one batch of frame events in one transaction (see :meth:`apply_columns`).
 
         Args:
             frame_events: created/touched events, in processing order.
-            dead_letters, positions, state_changes, memory_calls, since_sweep: as in :meth:`apply_columns`.
+            dead_letters, positions, state_changes, memory_calls, since_sweep, skipped: as in :meth:`apply_columns`.
         """
-        return self.apply_columns(capture_columns(frame_events), dead_letters, positions, state_changes, memory_calls, since_sweep)
+        return self.apply_columns(capture_columns(frame_events), dead_letters, positions, state_changes, memory_calls, since_sweep,
+                                  skipped)
 
     def apply_columns(
         self,
@@ -225,6 +239,7 @@ class DuckSink:
         state_changes: tuple[Mapping[str, Any], Iterable[str]] | None = None,
         memory_calls: Iterable[MemoryToolCall] = (),
         since_sweep: int | None = None,
+        skipped: Sequence[Skipped] = (),
     ) -> tuple[int, int, int]:
         """Apply one batch in one transaction.
 
@@ -240,6 +255,8 @@ class DuckSink:
             memory_calls: memory tool calls for ``memory_tool_calls`` (idempotent on event id).
             since_sweep: the dedup core's captures since its last sweep after the batch, stored
                 with the state (:func:`projections.frames.dedup_state.write_since_sweep`); ``None``: not stored.
+            skipped: valid events that are not turns, for ``skipped_events`` (idempotent on event id, as
+                captures are; their details, like the captures', go to ``event_details``).
 
         Returns:
             (new frames, new duplicate captures, new dead letters) applied; re-delivered
@@ -258,6 +275,8 @@ class DuckSink:
             applied = (0, 0)
             if batch.num_rows:
                 applied = self._apply_captures(batch)
+            if skipped:
+                self._apply_skipped(skipped)
             new_dl = 0
             if dl:
                 ((before,),) = con.execute("SELECT count(*) FROM dead_letters").fetchall()
@@ -281,6 +300,8 @@ class DuckSink:
             con.execute("COMMIT")
             if self._adding is not None and self._ids is not None:
                 self._ids.add(np.union1d(*self._adding))
+            if self._adding_skipped is not None and self._skipped_ids is not None:
+                self._skipped_ids.add(self._adding_skipped)
             return applied[0], applied[1], new_dl
         except BaseException:
             with contextlib.suppress(duckdb.Error):  # none left when a COMMIT failed (a full disk): the first error is the one to tell
@@ -288,6 +309,33 @@ class DuckSink:
             raise
         finally:
             self._adding = None
+            self._adding_skipped = None
+
+    def _apply_skipped(self, skipped: Sequence[Skipped]) -> None:
+        """Insert the skipped events whose event id is new (not in ``skipped_events``, not earlier in
+        the batch) and their details, as :meth:`_apply_captures` does for captures: the exact anti
+        join runs only when an id's fingerprint is already held or the batch repeats an id."""
+        con = self.con
+        if self._skipped_ids is None:
+            self._skipped_ids = Fingerprints(np.unique(_hashes(con, "SELECT hash(event_id) AS h FROM skipped_events")))
+        table = pa.table({name: pa.array([s[i] for s in skipped], type=t) for i, (name, t) in enumerate(SKIPPED_SCHEMA)})
+        con.register("_skipped", table)
+        try:
+            hashes = _hashes(con, "SELECT hash(event_id) AS h FROM _skipped")
+            src = "_skipped"
+            if self._skipped_ids.maybe(hashes).any() or len(np.unique(hashes)) < len(hashes):
+                con.execute("""CREATE OR REPLACE TEMP TABLE _new_skipped AS
+                               SELECT s.* FROM _skipped s ANTI JOIN skipped_events e ON e.event_id = s.event_id
+                               QUALIFY row_number() OVER (PARTITION BY s.event_id ORDER BY s."offset") = 1""")
+                src = "_new_skipped"
+                hashes = _hashes(con, f"SELECT hash(event_id) AS h FROM {src}")
+            con.execute(_INSERT_SKIPPED.format(src=src))
+            con.execute(_INSERT_DETAILS.format(src=src))
+            if src != "_skipped":
+                con.execute(f"DROP TABLE {src}")
+            self._adding_skipped = hashes
+        finally:
+            con.unregister("_skipped")
 
 
     def _fingerprints(self) -> Fingerprints:
@@ -341,6 +389,7 @@ class DuckSink:
                 hashes = _hashes(con, "SELECT hash(event_id) AS h FROM _new")
             ((rows_before,),) = con.execute("SELECT count(*) FROM frames").fetchall()
             con.execute(_INSERT_CAPTURES.format(src=src))
+            con.execute(_INSERT_DETAILS.format(src=src))
             frame_hashes = _hashes(con, f"SELECT DISTINCT hash(frame_id) AS h FROM {src}")
             held_mask = ids.maybe(frame_hashes)
             held = int(held_mask.sum())

@@ -1,16 +1,19 @@
-"""HookEvent → Capture: the dedup core's input, with the body hashed and the key chosen."""
+"""HookEvent → Capture (the dedup core's input, with the body hashed and the key chosen) or Skipped (valid, but not a turn)."""
 
 from __future__ import annotations
 
 import hashlib
 import json
-from typing import NamedTuple
+from enum import StrEnum
+from typing import Any, NamedTuple
 
 from streams.model import fastpath
 from streams.model.body_hash import KeyStrategy, dedup_key, stripped_body
 from streams.model.deadletter import Reason, RejectedInput
-from streams.model.events import HookEvent
+from streams.model.details import details_json
+from streams.model.events import CAPTURE_TYPES, HookEvent
 from streams.model.jsstring import js_trim, js_utf8, to_js_utf16
+from streams.model.placeholders import is_placeholder
 from streams.settings import DEFAULT_MAX_BODY_BYTES
 
 MAX_RECORD_BYTES = 900_000  # a capture's JSON must fit Kafka's default 1 MiB message.max.bytes
@@ -30,6 +33,8 @@ class Capture(NamedTuple):
         event_time_ms: event time, epoch ms.
         partition, offset: where the record was read (topic partition/offset, or a file id
             and line number); used to recognise a record processed twice.
+        details: the event's ids and metadata as JSON text (:func:`streams.model.details.details_json`),
+            or None; they go to ``event_details``, never into the frame.
     """
 
     event_id: str
@@ -45,11 +50,84 @@ class Capture(NamedTuple):
     event_time_ms: int
     partition: int
     offset: int
+    details: str | None = None
 
 
-def capture_body_hash(ev: HookEvent, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> str | None:
-    """The body hash of ``ev``'s capture (:func:`streams.model.body_hash.body_hash` of its frame content),
-    or ``None`` when ``ev`` carries no turn text; the checks and errors of :func:`to_capture`.
+class SkipReason(StrEnum):
+    """Why a valid hook event is not a turn (counted in ``skipped_events``, never a dead letter: DESIGN §3).
+
+    Dead letters stay for input that is wrong; these events are right and are simply not memory.
+    """
+
+    NOT_A_TURN = "not_a_turn"  # an event type that carries no turn: tool calls, lifecycle, notifications, compaction starts
+    NO_TEXT = "no_text"  # a turn's event type without its text (a Stop without last_assistant_message, a Codex PostCompact)
+    EMPTY_BODY = "empty_body"  # nothing left after the [hm] prefix and JavaScript whitespace (a tool-only turn's Stop)
+    PLACEHOLDER = "placeholder"  # an OpenClaw media placeholder and nothing else (<media:audio>, <media:image> (2 images), ...)
+    FAILED_SEND = "failed_send"  # an OpenClaw message:sent / message_sent the platform refused (success false)
+
+
+class Skipped(NamedTuple):
+    """A valid hook event that is not a turn: one ``skipped_events`` row (a named tuple, as :class:`Capture`).
+
+    Attributes:
+        event_id: the hook event's id (the row's key: a replay adds nothing).
+        reason: a :class:`SkipReason` value.
+        source, session, event_type, native_event, project: the event's provenance.
+        event_time_ms: its event time, epoch ms.
+        partition, offset: where the record was read.
+        details: :func:`streams.model.details.details_json` of the event, or None.
+    """
+
+    event_id: str
+    reason: str
+    source: str
+    session: str
+    event_type: str
+    native_event: str | None
+    project: str | None
+    event_time_ms: int
+    partition: int
+    offset: int
+    details: str | None = None
+
+
+_FAILED_SEND = frozenset({"message:sent", "message_sent"})
+
+
+def _failed_send(native_event: str | None, raw: dict[str, Any] | None) -> bool:
+    """True for an OpenClaw send whose payload says it failed (``success: false``)."""
+    if native_event not in _FAILED_SEND or raw is None:
+        return False
+    holder = raw.get("context") if native_event == "message:sent" else raw.get("event")
+    return isinstance(holder, dict) and holder.get("success") is False
+
+
+def skip_reason(ev: HookEvent) -> SkipReason | None:
+    """Why ``ev`` is not a turn, before its body is trimmed (:data:`SkipReason.EMPTY_BODY` comes
+    after: :func:`capture_body_hash`), or None. Prefixed ``content`` is always a candidate turn."""
+    return skip_reason_of(ev.event_type, ev.body, ev.content, ev.source, ev.native_event, ev.raw)
+
+
+def skip_reason_of(event_type: str, body: str | None, content: str | None, source: str, native_event: str | None,
+                   raw: dict[str, Any] | None) -> SkipReason | None:
+    """:func:`skip_reason` of an event given by these fields (``produce``'s line fast path holds them
+    without an event: :func:`streams.produce.fast_records.line_record`)."""
+    if content is not None:
+        return None
+    if event_type not in CAPTURE_TYPES:
+        return SkipReason.NOT_A_TURN
+    if body is None:
+        return SkipReason.NO_TEXT
+    if source == "openclaw":
+        if _failed_send(native_event, raw):
+            return SkipReason.FAILED_SEND
+        if is_placeholder(body):
+            return SkipReason.PLACEHOLDER
+    return None
+
+
+def _hash_or_skip(ev: HookEvent, max_body_bytes: int) -> tuple[str, None] | tuple[None, SkipReason]:
+    """``(body hash, None)`` of a turn, or ``(None, why it is not one)``.
 
     For an event with a ``body`` (no verbatim ``content``) the frame content is the prefix built
     from the event's tokens plus the body, and those tokens hold neither whitespace nor ``]``, so
@@ -57,6 +135,37 @@ def capture_body_hash(ev: HookEvent, *, max_body_bytes: int = DEFAULT_MAX_BODY_B
     the fast path (:mod:`streams.model.fastpath`) the body is trimmed and hashed without building the
     prefix (an ASCII body needs no surrogate check either). Prefixed ``content`` always takes the
     general path.
+
+    Raises:
+        RejectedInput: ``body_too_large`` above ``max_body_bytes``, or when the content as JSON
+            would not fit one Kafka record (:data:`MAX_RECORD_BYTES`).
+    """
+    why = skip_reason(ev)
+    if why is not None:
+        return None, why
+    body = ev.body
+    if fastpath.ENABLED and ev.content is None and body is not None:
+        stripped = js_trim(body if body.isascii() else to_js_utf16(body))
+        encoded = stripped.encode("utf-8")  # to_js_utf16 left no surrogate to replace
+    else:
+        content = ev.frame_content()
+        assert content is not None  # skip_reason left only events with content or a body
+        stripped = stripped_body(content)
+        encoded = js_utf8(stripped)
+    if not stripped:
+        return None, SkipReason.EMPTY_BODY
+    if len(encoded) > max_body_bytes:
+        raise RejectedInput(Reason.BODY_TOO_LARGE, f"body is {len(encoded)} bytes, over the {max_body_bytes}-byte limit")
+    if len(encoded) > _CHECK_JSON_ABOVE:
+        as_json = len(json.dumps(ev.frame_content(), ensure_ascii=False).encode())
+        if as_json > MAX_RECORD_BYTES:
+            raise RejectedInput(Reason.BODY_TOO_LARGE, f"content is {as_json} bytes as JSON, over the {MAX_RECORD_BYTES}-byte record limit")
+    return hashlib.sha256(encoded).hexdigest(), None
+
+
+def capture_body_hash(ev: HookEvent, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> str | None:
+    """The body hash of ``ev``'s capture (:func:`streams.model.body_hash.body_hash` of its frame
+    content), or ``None`` when ``ev`` is not a turn (:func:`skip_reason`, or an empty body).
 
     Args:
         ev: a validated hook event.
@@ -66,39 +175,22 @@ def capture_body_hash(ev: HookEvent, *, max_body_bytes: int = DEFAULT_MAX_BODY_B
         64 hex chars (SHA-256), or ``None``.
 
     Raises:
-        RejectedInput: ``empty_body`` / ``body_too_large`` as :func:`to_capture`.
+        RejectedInput: ``body_too_large`` as :func:`capture_outcome`.
     """
-    if not ev.is_capture:
-        return None
-    body = ev.body
-    if fastpath.ENABLED and ev.content is None and body is not None:
-        stripped = js_trim(body if body.isascii() else to_js_utf16(body))
-        encoded = stripped.encode("utf-8")  # to_js_utf16 left no surrogate to replace
-    else:
-        content = ev.frame_content()
-        assert content is not None  # is_capture guarantees it
-        stripped = stripped_body(content)
-        encoded = js_utf8(stripped)
-    if not stripped:
-        raise RejectedInput(Reason.EMPTY_BODY, f"{ev.native_event or ev.event_type} event {ev.event_id} has an empty body after the [hm] prefix")
-    if len(encoded) > max_body_bytes:
-        raise RejectedInput(Reason.BODY_TOO_LARGE, f"body is {len(encoded)} bytes, over the {max_body_bytes}-byte limit")
-    if len(encoded) > _CHECK_JSON_ABOVE:
-        as_json = len(json.dumps(ev.frame_content(), ensure_ascii=False).encode())
-        if as_json > MAX_RECORD_BYTES:
-            raise RejectedInput(Reason.BODY_TOO_LARGE, f"content is {as_json} bytes as JSON, over the {MAX_RECORD_BYTES}-byte record limit")
-    return hashlib.sha256(encoded).hexdigest()
+    return _hash_or_skip(ev, max_body_bytes)[0]
 
 
-def to_capture(
+def capture_outcome(
     ev: HookEvent,
     *,
     strategy: KeyStrategy = KeyStrategy.BODY,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     partition: int = 0,
     offset: int = 0,
-) -> Capture | None:
-    """Make the Capture of ``ev``, or ``None`` when ``ev`` carries no turn text.
+) -> Capture | Skipped:
+    """What the frames step makes of ``ev``: its :class:`Capture`, or a :class:`Skipped` row when
+    it is not a turn (:class:`SkipReason`). Either carries the event's details
+    (:func:`streams.model.details.details_json`).
 
     Args:
         ev: a validated hook event.
@@ -107,13 +199,15 @@ def to_capture(
         partition, offset: the record's position.
 
     Raises:
-        RejectedInput: ``empty_body`` when nothing is left after stripping the prefix and
-            whitespace; ``body_too_large`` above ``max_body_bytes``, or when the content as JSON
+        RejectedInput: ``body_too_large`` above ``max_body_bytes``, or when the content as JSON
             would not fit one Kafka record (:data:`MAX_RECORD_BYTES`).
     """
-    h = capture_body_hash(ev, max_body_bytes=max_body_bytes)
+    h, why = _hash_or_skip(ev, max_body_bytes)
+    details = details_json(ev.native_event, ev.source, ev.raw)
     if h is None:
-        return None
+        assert why is not None
+        return Skipped(ev.event_id, str(why), ev.source, ev.session, ev.event_type, ev.native_event, ev.project, ev.event_time_ms,
+                       partition, offset, details)
     content = ev.frame_content()
     assert content is not None  # a capture has content
     return Capture(
@@ -130,4 +224,22 @@ def to_capture(
         event_time_ms=ev.event_time_ms,
         partition=partition,
         offset=offset,
+        details=details,
     )
+
+
+def to_capture(
+    ev: HookEvent,
+    *,
+    strategy: KeyStrategy = KeyStrategy.BODY,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    partition: int = 0,
+    offset: int = 0,
+) -> Capture | None:
+    """The :class:`Capture` of ``ev`` (:func:`capture_outcome`), or ``None`` when it is not a turn.
+
+    Raises:
+        RejectedInput: ``body_too_large`` as :func:`capture_outcome`.
+    """
+    out = capture_outcome(ev, strategy=strategy, max_body_bytes=max_body_bytes, partition=partition, offset=offset)
+    return out if isinstance(out, Capture) else None

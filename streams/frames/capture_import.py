@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from streams.frames.capture import to_capture
+from streams.frames.capture import Capture, capture_outcome
 from streams.frames.fast_capture import line_capture
 from streams.importers.files import CHUNK_BYTES, Item, import_file, split_lines
 from streams.memory_calls import DEFAULT_RULES, MemoryToolCall, ToolRule, memory_call
@@ -51,8 +51,10 @@ Outcome = tuple[int, str, bytes | None, Any, MemoryToolCall | None]
 """``(line offset, kind, original line or None, payload, memory tool call or None)``. Kinds:
 
 * ``"c"``: a capture; payload the :class:`~streams.frames.capture.Capture`.
-* ``"n"``: an event without turn text (tool, lifecycle); payload ``None``.
-* ``"e"``: an event :func:`to_capture` rejected; payload ``(reason, detail, event id)``.
+* ``"n"``: a valid event that is not a turn (tool, lifecycle, empty body, placeholder, failed
+  send); payload its :class:`~streams.frames.capture.Skipped` row.
+* ``"e"``: an event :func:`~streams.frames.capture.capture_outcome` rejected (a body over the
+  limit); payload ``(reason, detail, event id)``.
 * ``"d"``: a line the importer rejected (no event); payload ``(reason, detail, "")``.
 * ``"x"``: a dead letter made before the runner (a dead-letter record of ``hivestream serve``'s
   log); payload the :class:`~streams.model.deadletter.DeadLetter`, recorded as it is.
@@ -83,10 +85,10 @@ def item_outcome(off: int, raw: bytes, item: HookEvent | RejectedInput, opts: Ca
         return off, "d", raw, (str(item.reason), item.detail, ""), None
     call = memory_call(item, opts.rules)
     try:
-        cap = to_capture(item, strategy=opts.strategy, max_body_bytes=opts.max_body_bytes, partition=file_id, offset=off)
+        out = capture_outcome(item, strategy=opts.strategy, max_body_bytes=opts.max_body_bytes, partition=file_id, offset=off)
     except RejectedInput as e:
         return off, "e", raw, (str(e.reason), e.detail, item.event_id), call
-    return (off, "n", None, None, call) if cap is None else (off, "c", None, cap, call)
+    return (off, "c", None, out, call) if isinstance(out, Capture) else (off, "n", None, out, call)
 
 
 def hook_outcomes(lines: Iterable[bytes], start: int, opts: CaptureOptions, file_id: int) -> Iterator[Outcome]:

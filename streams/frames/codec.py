@@ -1,4 +1,9 @@
-"""JSON codec of the ``frames`` topic records (with a ``schema_version``)."""
+"""JSON codec of the ``frames`` topic records (with a ``schema_version``).
+
+A record is what the frames step decided for one hook event: a frame event (``kind`` ``created`` or
+``touched``, with its capture) or a skipped event (``kind`` ``skipped``: valid, not a turn;
+:class:`~streams.frames.capture.Skipped`), so a versioned ``frames`` topic (``reprocess``) rebuilds both.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +11,7 @@ from typing import Any
 
 import orjson
 
-from streams.frames.capture import Capture
+from streams.frames.capture import Capture, Skipped
 from streams.frames.dedup import FrameEvent
 from streams.model.deadletter import Reason, RejectedInput
 
@@ -22,7 +27,8 @@ def frame_event_to_json(fe: FrameEvent) -> bytes:
     c = fe.capture
     cap = {"event_id": c.event_id, "key": c.key, "body_hash": c.body_hash, "content": c.content if fe.kind == "created" else None,
            "source": c.source, "session": c.session, "event_type": c.event_type, "parent": c.parent, "project": c.project,
-           "importance": c.importance, "event_time_ms": c.event_time_ms, "partition": c.partition, "offset": c.offset}
+           "importance": c.importance, "event_time_ms": c.event_time_ms, "partition": c.partition, "offset": c.offset,
+           "details": c.details}
     doc = {"schema_version": FRAME_EVENT_SCHEMA, "kind": fe.kind, "frame_id": fe.frame_id,
            "frame_time_ms": fe.frame_time_ms, "late": fe.late, "capture": cap}
     return orjson.dumps(doc)
@@ -47,6 +53,37 @@ def frame_event_from_json(raw: bytes) -> FrameEvent:
         return FrameEvent(kind, str(d["frame_id"]), Capture(**cap), int(d["frame_time_ms"]), bool(d.get("late", False)))
     except (KeyError, TypeError, ValueError) as e:
         raise RejectedInput(Reason.WRONG_SHAPE, f"frame event: {e}") from e
+
+
+def skipped_to_json(s: Skipped) -> bytes:
+    """A skipped event as a ``frames`` record value: ``{"schema_version", "kind": "skipped", "skipped": {…}}``."""
+    return orjson.dumps({"schema_version": FRAME_EVENT_SCHEMA, "kind": "skipped", "skipped": s._asdict()})
+
+
+_SKIPPED_TYPES: dict[str, tuple[type, ...]] = {
+    "event_id": (str,), "reason": (str,), "source": (str,), "session": (str,), "event_type": (str,), "native_event": (str, type(None)),
+    "project": (str, type(None)), "event_time_ms": (int,), "partition": (int,), "offset": (int,), "details": (str, type(None)),
+}
+
+
+def skipped_from_record(d: dict[str, object]) -> Skipped:
+    """The :class:`Skipped` of a parsed ``kind: skipped`` record (:func:`skipped_to_json`).
+
+    Raises:
+        RejectedInput: ``unknown_schema_version``, or ``wrong_shape`` for a missing, extra or mistyped field.
+    """
+    if d.get("schema_version") != FRAME_EVENT_SCHEMA:
+        raise RejectedInput(Reason.UNKNOWN_SCHEMA_VERSION, "skipped event has an unknown schema_version")
+    body = d.get("skipped")
+    if not isinstance(body, dict) or body.keys() != _SKIPPED_TYPES.keys():
+        raise RejectedInput(Reason.WRONG_SHAPE, "skipped event: 'skipped' must hold exactly " + ", ".join(_SKIPPED_TYPES))
+    for name, types in _SKIPPED_TYPES.items():
+        v = body[name]
+        if not isinstance(v, types) or isinstance(v, bool):
+            raise RejectedInput(Reason.WRONG_SHAPE, f"skipped event: {name} has type {type(v).__name__}")
+        if isinstance(v, int) and not -(2 ** (31 if name == "partition" else 63)) <= v < 2 ** (31 if name == "partition" else 63):
+            raise RejectedInput(Reason.WRONG_SHAPE, f"skipped event: {name} {v} is out of range")
+    return Skipped(**body)
 
 
 def _load(raw: bytes) -> dict[str, Any]:

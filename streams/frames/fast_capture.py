@@ -41,12 +41,14 @@ from streams.model.adapters.openclaw import _TYPES as _OPENCLAW_TYPES
 from streams.model.body_hash import KeyStrategy, dedup_key
 from streams.model.deadletter import RejectedInput
 from streams.model.decode import _SERIALISED, _orjson_object
+from streams.model.details import details_json
 from streams.model.event_build import tokens_safe
 from streams.model.events import HookEvent, _event_prefix, stable_id
 from streams.model.plain_lines import PLAIN_BODY_MAX, trimmed_body
 from streams.model.prefix import DEFAULT_SCOPE
+from streams.model.workspace import workspace_name
 
-CaptureFields = tuple[str, str, str, str, str, str, str, str | None, str | None, str, int, int, int]
+CaptureFields = tuple[str, str, str, str, str, str, str, str | None, str | None, str, int, int, int, str | None]
 """The values of a :class:`~streams.frames.capture.Capture` in its field order (``Capture._make`` of them is the capture)."""
 
 _NORMAL = HookEvent.model_fields["importance"].default
@@ -92,7 +94,7 @@ def line_capture(line: bytes, strategy: KeyStrategy, max_body_bytes: int, partit
         return None  # the general path rejects it with its own reason and text (an id part nested too deeply too)
     if ev is None:
         return None
-    event_id, source, session, event_type, parent, project, body = ev
+    event_id, source, session, event_type, parent, project, body, native = ev
     if not tokens_safe(source, session, parent, project, event_type):
         return None  # the general path rewrites the tokens
     stripped, encoded = trimmed_body(body)
@@ -104,11 +106,14 @@ def line_capture(line: bytes, strategy: KeyStrategy, max_body_bytes: int, partit
         return None
     h = hashlib.sha256(encoded).hexdigest()
     return (event_id, dedup_key(h, event_type, strategy), h, content, source, session, event_type, parent, project,
-            _NORMAL, t, partition, offset)
+            _NORMAL, t, partition, offset, details_json(native, source, obj))
 
 
-_Event = tuple[str, str, str, str, str | None, str | None, str]
-"""``(event_id, source, session, event_type, parent, project, body)`` of a plain capture event."""
+_FAST_NAMES = frozenset({"UserPromptSubmit", "Stop", "SubagentStop"})
+"""The backend hook events this path covers (a compaction summary or a subagent task takes the general path)."""
+
+_Event = tuple[str, str, str, str, str | None, str | None, str, str]
+"""``(event_id, source, session, event_type, parent, project, body, native event)`` of a plain capture event."""
 
 
 def _openclaw(obj: dict[str, Any], t: int) -> _Event | None:
@@ -120,7 +125,7 @@ def _openclaw(obj: dict[str, Any], t: int) -> _Event | None:
         ValueError: from :func:`~streams.model.events.stable_id` (not for parsed JSON).
     """
     action = obj.get("action")
-    if type(action) is not str or action not in _OPENCLAW_TYPES:
+    if action != "received" and action != "sent":
         return None
     ctx = obj.get("context")
     if type(ctx) is not dict:
@@ -128,8 +133,10 @@ def _openclaw(obj: dict[str, Any], t: int) -> _Event | None:
     sid, content, mid = ctx.get("channelId"), ctx.get("content"), ctx.get("messageId")
     if type(sid) is not str or not sid or type(content) is not str or not (mid is None or type(mid) is str):
         return None
+    if ctx.get("success") is False or (content and (content[0] == "<" or content[0].isspace()) and "<media:" in content):
+        return None  # a failed send or a media placeholder is no turn (a placeholder starts the stripped body): the general path says why
     return (stable_id("openclaw", sid, action, t, mid or "", content), "openclaw", "openclaw-gateway:" + sid,
-            _OPENCLAW_TYPES[action], None, None, content)
+            _OPENCLAW_TYPES[action], None, None, content, "message:" + action)
 
 
 def _backend(obj: dict[str, Any], t: int) -> _Event | None:
@@ -143,7 +150,7 @@ def _backend(obj: dict[str, Any], t: int) -> _Event | None:
         ValueError: from :func:`~streams.model.events.stable_id` (not for parsed JSON).
     """
     name = obj.get("hook_event_name")
-    if type(name) is not str or name not in _BACKEND_TYPES:
+    if type(name) is not str or name not in _FAST_NAMES:
         return None
     sid, agent, body, cwd = obj.get("session_id"), obj.get("agent_id"), obj.get(_BODY_FIELD[name]), obj.get("cwd")
     if (type(sid) is not str or not sid or type(body) is not str or not (agent is None or type(agent) is str)
@@ -153,5 +160,5 @@ def _backend(obj: dict[str, Any], t: int) -> _Event | None:
     source = "codex" if "turn_id" in obj or (type(tp) is str and "/.codex/" in tp) else "claude-code"
     native_id = obj.get("tool_use_id") or obj.get("turn_id") or ""
     session, parent = (f"{sid}:{agent}", sid) if agent else (sid, None)
-    project = cwd.rstrip("/").rsplit("/", 1)[-1] if cwd and cwd.strip("/") else None
-    return stable_id(source, sid, agent, name, t, native_id, body), source, session, _BACKEND_TYPES[name], parent, project, body
+    project = workspace_name(cwd, tp if type(tp) is str else None)
+    return stable_id(source, sid, agent, name, t, native_id, body), source, session, _BACKEND_TYPES[name], parent, project, body, name

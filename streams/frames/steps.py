@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
-from streams.frames.capture import Capture, to_capture
+from streams.frames.capture import Capture, Skipped, capture_outcome
 from streams.memory_calls import MemoryToolCall, ToolRule, memory_call
 from streams.model.deadletter import DeadLetter, Reason, RejectedInput
 from streams.model.decode import decode_hook_record
@@ -20,7 +20,7 @@ from streams.settings import Settings
 log = logging.getLogger(__name__)
 
 
-def route_hook_record(raw: bytes | None, pos: Position, settings: Settings, now_ms: int) -> Capture | DeadLetter | None:
+def route_hook_record(raw: bytes | None, pos: Position, settings: Settings, now_ms: int) -> Capture | Skipped | DeadLetter:
     """Decide what one ``hook-events`` record becomes.
 
     Args:
@@ -31,14 +31,15 @@ def route_hook_record(raw: bytes | None, pos: Position, settings: Settings, now_
         now_ms: the clock reading that stamps a dead letter.
 
     Returns:
-        A :class:`Capture` (to repartition by its key), a :class:`DeadLetter` (bad input, with
-        its reason; an unexpected exception becomes ``processing_error`` and is logged), or
-        ``None`` (a valid event without turn text, e.g. a tool event). Never raises.
+        A :class:`Capture` (to dedup), a :class:`Skipped` (a valid event that is not a turn: a tool
+        or lifecycle event, an empty body, a media placeholder, a failed send), or a
+        :class:`DeadLetter` (bad input, with its reason; an unexpected exception becomes
+        ``processing_error`` and is logged). Never raises.
     """
     return route_hook_event(raw, pos, settings, now_ms)[1]
 
 
-def route_hook_event(raw: bytes | None, pos: Position, settings: Settings, now_ms: int) -> tuple[HookEvent | None, Capture | DeadLetter | None]:
+def route_hook_event(raw: bytes | None, pos: Position, settings: Settings, now_ms: int) -> tuple[HookEvent | None, Capture | Skipped | DeadLetter]:
     """:func:`route_hook_record` and the decoded event (``None`` when the record did not decode), so the
     worker's other steps of the same record (memory tool calls, KnowHub) need not decode it again. Never raises."""
     data = raw if raw is not None else b""
@@ -50,8 +51,8 @@ def route_hook_event(raw: bytes | None, pos: Position, settings: Settings, now_m
     try:
         ev = decode_hook_record(data, received_at_ms=pos.timestamp_ms)
         event_id = ev.event_id
-        return ev, to_capture(ev, strategy=settings.key_strategy, max_body_bytes=settings.max_body_bytes,
-                              partition=pos.partition, offset=pos.offset)
+        return ev, capture_outcome(ev, strategy=settings.key_strategy, max_body_bytes=settings.max_body_bytes,
+                                   partition=pos.partition, offset=pos.offset)
     except RejectedInput as e:
         return ev, DeadLetter.of(e, data, pos.topic, pos.partition, pos.offset, now_ms, event_id=event_id)
     except Exception as e:  # a bug must not stop the stream (Kafka Streams' "log and continue" handler)

@@ -11,7 +11,11 @@ Transcript facts the importer relies on (see ``shared/corpus/SOURCES.md``):
 * Claude Code writes one ``assistant`` line per content block; the lines of one API response share
   ``message.id``. Stop bodies are assembled per ``message.id``, never per line.
 * ``user`` entries are typed prompts only when they are not tool results, not ``isMeta``, not
-  ``isCompactSummary`` and not local-command / slash-command / task-notification wrappers.
+  ``isCompactSummary`` and not local-command / slash-command / task-notification wrappers. An
+  ``isCompactSummary`` entry holds the summary a compaction left: it becomes ``PostCompact`` with
+  that text as ``compact_summary`` (its ``trigger`` from the ``compact_boundary`` before it).
+* An ``Agent`` (formerly ``Task``) ``tool_use`` block starts a subagent; its ``input.prompt`` is
+  the subagent's task and goes with the ``PreToolUse`` / ``PostToolUse`` events as ``tool_input``.
 * A subagent's own file has ``isSidechain: true`` and ``agentId`` on every entry.
 * ``progress``, ``file-history-snapshot``, ``summary`` and ``queue-operation`` lines are not hook
   events (``agent_progress`` lines embed subagent messages that the subagent file also holds).
@@ -33,7 +37,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from streams.model.adapters.claude_code import adapt_claude_code
+from streams.model.adapters.claude_code import SUBAGENT_TOOLS, adapt_claude_code
 from streams.model.deadletter import Reason, RejectedInput
 from streams.model.decode import parse_json_object
 from streams.model.events import HookEvent
@@ -57,7 +61,7 @@ _NOT_PROMPTS = (
 )
 _INTERRUPT = "[Request interrupted by user"
 _COMPACTION_AGENT = "acompact"
-_TEXT_FIELDS = ("prompt", "last_assistant_message")
+_TEXT_FIELDS = ("prompt", "last_assistant_message", "compact_summary", "tool_input")
 
 
 class LineFeeder(Protocol):
@@ -93,11 +97,13 @@ def import_jsonl(lines: Iterable[bytes], feeder: LineFeeder) -> Iterator[Item]:
     yield from feeder.finish()
 
 
-def import_claude_transcript(lines: Iterable[bytes]) -> Iterator[Item]:
+def import_claude_transcript(lines: Iterable[bytes], path: str | None = None) -> Iterator[Item]:
     """Import one Claude Code transcript file (main session or a subagent's sidechain file).
 
     Args:
         lines: the file's lines as raw bytes, in order (e.g. an ``open(path, "rb")`` handle).
+        path: the file's path, given to every event as its ``transcript_path`` (as the hooks send
+            it), so the project is the session's workspace (:mod:`streams.model.workspace`).
 
     Yields:
         ``(offset, line, item)``: the 0-based line offset the item is attributed to, that line's
@@ -106,11 +112,11 @@ def import_claude_transcript(lines: Iterable[bytes]) -> Iterator[Item]:
         (``not_utf8`` / ``malformed_json`` / ``wrong_shape`` / ``bad_timestamp`` /
         ``missing_field``). Main files: ``SessionStart`` (startup, then compact after each
         compaction), ``UserPromptSubmit``, ``PreToolUse`` / ``PostToolUse`` /
-        ``PostToolUseFailure``, ``PreCompact``, ``Stop``. Sidechain files: tool events and one
+        ``PostToolUseFailure``, ``PreCompact``, ``PostCompact``, ``Stop``. Sidechain files: tool events and one
         ``SubagentStop`` at the end, scoped ``<sessionId>:<agentId>`` with parent ``sessionId``.
         A ``Stop`` is attributed to the last entry of its turn and yielded when the turn ends.
     """
-    return import_jsonl(lines, _Transcript())
+    return import_jsonl(lines, _Transcript(path))
 
 
 @dataclass
@@ -145,7 +151,8 @@ class _Turn:
 class _Transcript:
     """Per-file import state; see :func:`import_claude_transcript`."""
 
-    def __init__(self) -> None:
+    def __init__(self, path: str | None = None) -> None:
+        self.path = path
         self.session: str | None = None
         self.agent: str | None = None
         self.cwd: str | None = None
@@ -153,6 +160,8 @@ class _Transcript:
         self.started = False
         self.turn: _Turn | None = None
         self.tools: dict[str, str] = {}
+        self.tasks: dict[str, dict[str, Any]] = {}  # tool_use id of an Agent / Task call -> its input (prompt, subagent_type, ...)
+        self.trigger: str | None = None  # the last compact_boundary's trigger
 
     def feed(self, offset: int, line: bytes, entry: dict[str, Any]) -> Iterator[Item]:
         """Events for one transcript entry (and the Stop of a turn it ends)."""
@@ -213,11 +222,20 @@ class _Transcript:
             elif block.get("type") == "tool_use":
                 tool_id, name = str(block.get("id") or ""), block.get("name")
                 self.tools[tool_id] = name if isinstance(name, str) else "unknown"
+                task = block.get("input")
+                if self.tools[tool_id] in SUBAGENT_TOOLS and isinstance(task, dict) and isinstance(task.get("prompt"), str):
+                    self.tasks[tool_id] = task
                 turn.pending.add(tool_id)
-                yield self._event("PreToolUse", offset, line, time_ms, tool_name=self.tools[tool_id], tool_use_id=tool_id)
+                yield self._event("PreToolUse", offset, line, time_ms, tool_name=self.tools[tool_id], tool_use_id=tool_id,
+                                  tool_input=self.tasks.get(tool_id))
 
     def _user(self, offset: int, line: bytes, entry: dict[str, Any]) -> Iterator[Item]:
-        if entry.get("isMeta") or entry.get("isCompactSummary"):
+        if entry.get("isCompactSummary"):
+            if not self.sidechain:
+                summary = "\n\n".join(str(b.get("text") or "") for b in _blocks(_message(entry).get("content")) if b.get("type") == "text")
+                yield self._event("PostCompact", offset, line, _time(entry), trigger=self.trigger, compact_summary=summary)
+            return
+        if entry.get("isMeta"):
             return
         blocks = _blocks(_message(entry).get("content"))
         results = [b for b in blocks if b.get("type") == "tool_result"]
@@ -247,11 +265,13 @@ class _Transcript:
             tool_id = str(res.get("tool_use_id") or "")
             turn.pending.discard(tool_id)
             name = "PostToolUseFailure" if res.get("is_error") is True else "PostToolUse"
-            yield self._event(name, offset, line, time_ms, tool_name=self.tools.get(tool_id), tool_use_id=tool_id)
+            yield self._event(name, offset, line, time_ms, tool_name=self.tools.get(tool_id), tool_use_id=tool_id,
+                              tool_input=self.tasks.get(tool_id) if name == "PostToolUse" else None)
 
     def _compact(self, offset: int, line: bytes, entry: dict[str, Any]) -> Iterator[Item]:
         meta = entry.get("compactMetadata")
         trigger = meta.get("trigger") if isinstance(meta, dict) else None
+        self.trigger = trigger if isinstance(trigger, str) else None
         time_ms = _time(entry)
         if trigger == "manual":
             yield from self._close_turn()
@@ -273,7 +293,7 @@ class _Transcript:
 
     def _event(self, name: str, offset: int, line: bytes, time_ms: int, **fields: Any) -> Item:
         """Build one event through the live adapter; ``raw`` keeps the payload minus its text."""
-        payload: dict[str, Any] = {"hook_event_name": name, "session_id": self.session, "cwd": self.cwd}
+        payload: dict[str, Any] = {"hook_event_name": name, "session_id": self.session, "cwd": self.cwd, "transcript_path": self.path}
         if self.sidechain and self.agent:
             payload["agent_id"] = self.agent
         payload.update(fields)

@@ -45,7 +45,7 @@ def import_codex_rollout(lines: Iterable[bytes]) -> Iterator[Item]:
     Yields:
         ``(offset, line, item)``: the 0-based line offset, that line's bytes, and a
         :class:`~streams.model.events.HookEvent` (source ``codex``, session = ``session_meta.payload.id``,
-        project = last path component of the current ``cwd``, ``event_time_ms`` in epoch ms) or a
+        project = :func:`~streams.model.workspace.workspace_name` of the current ``cwd``, ``event_time_ms`` in epoch ms) or a
         :class:`RejectedInput` for a bad line (``not_utf8`` / ``malformed_json`` /
         ``wrong_shape`` / ``bad_timestamp``; ``missing_field`` for an event before any
         ``session_meta``). Events: ``SessionStart`` (startup), ``UserPromptSubmit``,

@@ -108,7 +108,7 @@ def import_file(path: Path, *, gateway: bool = False, fmt: str | None = None) ->
     if fmt == "claude-code":
         from streams.importers.claude_transcript import import_claude_transcript
 
-        items = import_claude_transcript(lines)
+        items = import_claude_transcript(lines, str(path))
     elif fmt == "codex":
         from streams.importers.codex_rollout import import_codex_rollout
 

@@ -30,9 +30,11 @@ _TOKEN_FIELDS = ("source", "session", "parent", "project", "event_type")
 PROMPT = "user-prompt-submit"
 STOP = "stop"
 SUBAGENT_STOP = "subagent-stop"
+COMPACT_SUMMARY = "compact-summary"  # a compaction's summary (Claude Code PostCompact's compact_summary)
+SUBAGENT_TASK = "subagent-task"  # the task a subagent was given (the Agent / Task tool's prompt)
 
 # Event types whose body is a conversation turn and so becomes a memory frame.
-CAPTURE_TYPES = frozenset({PROMPT, STOP, SUBAGENT_STOP})
+CAPTURE_TYPES = frozenset({PROMPT, STOP, SUBAGENT_STOP, COMPACT_SUMMARY, SUBAGENT_TASK})
 
 Importance = Literal["temporary", "normal", "important", "critical", "deprecated"]
 

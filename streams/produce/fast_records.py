@@ -21,6 +21,7 @@ from collections.abc import Iterable, Iterator
 
 import orjson
 
+from streams.frames.capture import skip_reason_of
 from streams.model import fastpath
 from streams.model.deadletter import RejectedInput
 from streams.model.decode import decode_hook_record
@@ -45,8 +46,8 @@ def line_record(line: bytes) -> tuple[bytes, bytes] | None:
     if d is None or d["native_event"] == "PostToolUse" or d["content"] is not None or d["event_type"] not in CAPTURE_TYPES:
         return None  # pydantic's call, a possible KnowHub tool call, or no capture: the general path keys it
     body = d["body"]
-    if body is None:
-        return None
+    if body is None or skip_reason_of(d["event_type"], body, None, d["source"], d["native_event"], d["raw"]) is not None:
+        return None  # not a turn: the general path keys it by its session
     stripped, encoded = trimmed_body(body)
     if not stripped or len(encoded) > PLAIN_BODY_MAX:
         return None

@@ -47,9 +47,9 @@ from streams.experiences.extract import ChatClient, Completer
 from streams.experiences.from_hooks import ExtractionRequest, KbDeriver
 from streams.experiences.settings import KbSettings
 from streams.experiences.steps import redacted_dead_letter, route_kb_record, run_extraction
-from streams.frames.capture import Capture
+from streams.frames.capture import Capture, Skipped
 from streams.frames.changelog import PartitionChangelog
-from streams.frames.codec import frame_event_to_json
+from streams.frames.codec import frame_event_to_json, skipped_to_json
 from streams.frames.dedup import DedupCore, group_of_key
 from streams.frames.steps import memory_call_of, route_hook_event
 from streams.kafka.batch_delivery import on_batch
@@ -259,7 +259,9 @@ def create_app(
                 put(frames_topic, p, res.key.encode(), frame_event_to_json(core.process(res)))  # frames has the partitions of hook-events
             elif isinstance(res, DeadLetter):
                 pending.append((res, topics.dead_letter))
-            elif memory_rules is not None and ev is not None:  # memory_call is None at once for any other hook event
+            else:  # not a turn: its skipped_events row, beside the frames (the frames topic is the frames step's decisions)
+                put(frames_topic, p, res.event_id.encode(), skipped_to_json(res))
+            if memory_rules is not None and isinstance(res, Skipped) and ev is not None:  # memory_call is None at once for any other hook event
                 call = memory_call_of(ev, memory_rules)
                 if call is not None:
                     put(calls_topic, p, call.session.encode(), call.to_json())

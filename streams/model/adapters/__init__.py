@@ -11,12 +11,13 @@ from typing import Any
 
 from streams.model.adapters.claude_code import adapt_claude_code
 from streams.model.adapters.codex import adapt_codex_hook, adapt_codex_notify
-from streams.model.adapters.openclaw import adapt_openclaw
+from streams.model.adapters.openclaw import LIFECYCLE_KINDS, adapt_openclaw
 from streams.model.adapters.openclaw_plugin import KB_EVENT_TYPES, PLUGIN_HOOKS, adapt_kb_line, adapt_openclaw_plugin
 from streams.model.deadletter import Reason, RejectedInput
 from streams.model.events import HookEvent, from_prefixed
 from streams.model.timeparse import parse_time_ms
 
+_OPENCLAW_EVENT_KINDS = LIFECYCLE_KINDS | {"message"}
 _TIME_FIELDS = ("event_time_ms", "timestamp", "ts", "time", "event_time", "received_at")
 
 
@@ -53,9 +54,9 @@ def detect_runtime(payload: dict[str, Any]) -> str:
         return "openclaw-plugin"
     if isinstance(kind, str) and kind in KB_EVENT_TYPES:
         return "knowhub"
-    if kind == "message" and isinstance(action, str) and action in {"received", "sent"}:
+    if (kind == "message" or kind in LIFECYCLE_KINDS) and isinstance(action, str) and action:
         return "openclaw"
-    if isinstance(event, str) and event.startswith("message:"):
+    if isinstance(event, str) and event.partition(":")[0] in _OPENCLAW_EVENT_KINDS and ":" in event:
         return "openclaw"
     if payload.get("type") == "agent-turn-complete":
         return "codex-notify"

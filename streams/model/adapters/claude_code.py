@@ -4,9 +4,15 @@ Claude Code sends every hook command a JSON object on stdin with ``session_id``,
 ``transcript_path``, ``cwd``, ``hook_event_name`` and the event's own fields: ``prompt``
 (UserPromptSubmit), ``last_assistant_message`` (Stop, SubagentStop), ``tool_name`` /
 ``tool_input`` / ``tool_response`` / ``tool_use_id`` (Pre/PostToolUse), ``agent_id`` /
-``agent_type`` (SubagentStart/Stop), ``trigger`` (PreCompact), ``source`` (SessionStart),
-``message`` (Notification). The flattened log format that logs ``event`` instead of
-``hook_event_name`` and ``ts`` for the time is accepted too.
+``agent_type`` (SubagentStart/Stop), ``trigger`` (PreCompact), ``compact_summary``
+(PostCompact), ``source`` (SessionStart), ``reason`` (SessionEnd), ``message`` (Notification).
+The flattened log format that logs ``event`` instead of ``hook_event_name`` and ``ts`` for the
+time is accepted too.
+
+Turns (docs/runtime-events.md has every documented event): ``UserPromptSubmit`` (the prompt),
+``Stop`` / ``SubagentStop`` (the last assistant message), ``PostCompact`` (the compaction summary,
+event type ``compact-summary``) and ``PreToolUse`` / ``PostToolUse`` of the ``Agent`` (formerly
+``Task``) tool (the subagent's task, ``tool_input.prompt``, event type ``subagent-task``).
 """
 
 from __future__ import annotations
@@ -15,15 +21,21 @@ from typing import Any
 
 from streams.model.adapters.common import opt_str, req_str
 from streams.model.event_build import EventFields, new_event
-from streams.model.events import PROMPT, STOP, SUBAGENT_STOP, HookEvent, kebab, stable_id
+from streams.model.events import COMPACT_SUMMARY, PROMPT, STOP, SUBAGENT_STOP, SUBAGENT_TASK, HookEvent, kebab, stable_id
+from streams.model.workspace import workspace_name
 
 _BODY_FIELD = {
     "UserPromptSubmit": "prompt",
     "Stop": "last_assistant_message",
     "SubagentStop": "last_assistant_message",
     "StopFailure": "last_assistant_message",
+    "PostCompact": "compact_summary",
 }
-_TYPE = {"UserPromptSubmit": PROMPT, "Stop": STOP, "SubagentStop": SUBAGENT_STOP}
+_TYPE = {"UserPromptSubmit": PROMPT, "Stop": STOP, "SubagentStop": SUBAGENT_STOP, "PostCompact": COMPACT_SUMMARY}
+SUBAGENT_TOOLS = frozenset({"Agent", "Task"})
+"""The tools that start a subagent (Claude Code named it ``Task`` before ``Agent``): their ``tool_input.prompt`` is its task."""
+_TOOL_EVENTS = frozenset({"PreToolUse", "PostToolUse"})
+_ID_WITHOUT_BODY = frozenset({COMPACT_SUMMARY, SUBAGENT_TASK})
 
 
 def adapt_backend_hook(payload: dict[str, Any], event_time_ms: int, source: str, *, raw: dict[str, Any] | None = None) -> HookEvent:
@@ -57,18 +69,24 @@ def backend_hook_fields(payload: dict[str, Any], event_time_ms: int, source: str
     agent_id = opt_str(payload, "agent_id")
     body_field = _BODY_FIELD.get(name)
     body = opt_str(payload, body_field) if body_field else None
+    event_type = _TYPE.get(name) or kebab(name)
     if name == "UserPromptSubmit" and body is None:
         body = req_str(payload, "prompt")
+    elif name in _TOOL_EVENTS and payload.get("tool_name") in SUBAGENT_TOOLS:
+        task = payload.get("tool_input")
+        if isinstance(task, dict) and isinstance(task.get("prompt"), str):
+            event_type, body = SUBAGENT_TASK, task["prompt"]
     session, parent = (session_id, None)
     if agent_id:
         session, parent = (f"{session_id}:{agent_id}", session_id)
-    cwd = opt_str(payload, "cwd")
-    project = cwd.rstrip("/").rsplit("/", 1)[-1] if cwd and cwd.strip("/") else None
+    tp = payload.get("transcript_path")
+    project = workspace_name(opt_str(payload, "cwd"), tp if isinstance(tp, str) else None)
     native_id = payload.get("tool_use_id") or payload.get("turn_id") or ""
+    id_body = None if event_type in _ID_WITHOUT_BODY else body  # their ids as before they had a body
     return EventFields(
-        event_id=stable_id(source, session_id, agent_id, name, event_time_ms, native_id, body),
+        event_id=stable_id(source, session_id, agent_id, name, event_time_ms, native_id, id_body),
         source=source,
-        event_type=_TYPE.get(name) or kebab(name),
+        event_type=event_type,
         native_event=name,
         session=session,
         parent=parent,

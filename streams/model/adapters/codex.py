@@ -15,6 +15,7 @@ from streams.model.adapters.claude_code import adapt_backend_hook
 from streams.model.adapters.common import opt_str, req_str
 from streams.model.event_build import new_event
 from streams.model.events import STOP, HookEvent, stable_id
+from streams.model.workspace import workspace_name
 
 
 def adapt_codex_hook(payload: dict[str, Any], event_time_ms: int, *, raw: dict[str, Any] | None = None) -> HookEvent:
@@ -44,7 +45,7 @@ def adapt_codex_notify(payload: dict[str, Any], event_time_ms: int) -> HookEvent
         event_type=STOP,
         native_event="agent-turn-complete",
         session=thread,
-        project=cwd.rstrip("/").rsplit("/", 1)[-1] if cwd and cwd.strip("/") else None,
+        project=workspace_name(cwd),
         event_time_ms=event_time_ms,
         body=body,
         raw=payload,
