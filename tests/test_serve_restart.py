@@ -107,11 +107,11 @@ def test_restarts_deep_in_a_segment_lose_nothing_acknowledged(tmp_path: Path, re
     con = duckdb.connect(str(db), read_only=True)
     try:
         per_id = dict(con.execute("SELECT event_id, count(*) FROM frame_captures GROUP BY event_id").fetchall())
-        dead = con.execute("SELECT count(*) FROM dead_letters").fetchone()
+        dead = con.execute("SELECT DISTINCT reason FROM dead_letters").fetchall()
     finally:
         con.close()
     assert set(per_id) == set(acked) and set(per_id.values()) == {1}  # every 2xx payload, exactly once
-    assert dead == (0,)
+    assert set(dead) <= {("torn_record",)}  # a write a kill -9 cut (never answered) is all that may be dead-lettered
     if not retain:  # run over the log gives serve's file, table for table
         r = hivestream("run", f"{db}.hook-events", "--db", str(tmp_path / "rebuilt.duckdb"))
         assert r.returncode == 0, r.stderr
