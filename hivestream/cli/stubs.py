@@ -31,9 +31,9 @@ from streams.stubs.sqlite_import import DEFAULT_MODEL, estimate_archive_tokens, 
 from streams.stubs.whatif import ChannelStats, WhatIfReport, what_if
 
 if TYPE_CHECKING:
-    from projections.stubs.sink import StubRunReport
+    from hivestream.embedded.stubs import StubRunReport
 
-# projections.stubs.sink (DuckDB, pyarrow, numpy: ~0.3 s) is imported by the commands that write or read a file
+# hivestream.embedded.stubs and projections.stubs.sink (DuckDB, pyarrow, numpy: ~0.3 s) are imported by the commands that write or read a file
 
 stubs_app = typer.Typer(help="Memory stubs: import stubs.db, run stub logs into DuckDB, what-if by replay, stub queries.",
                         no_args_is_help=True, pretty_exceptions_enable=False)
@@ -135,7 +135,7 @@ def import_(
                     pass
                 report = None
             else:
-                from projections.stubs.sink import run_stub_logs
+                from hivestream.embedded.stubs import run_stub_logs
 
                 report = _run_guarded(lambda: run_stub_logs([entries(out_file)], db, bind_settings=False), db)
     except sqlite3.Error as e:
@@ -193,7 +193,8 @@ def run(
     batch_size: Annotated[int, typer.Option("--batch-size", help="log items per DuckDB transaction")] = 1000,
 ) -> None:
     """Replay stub logs: stubs and message embeddings → matches → DuckDB (stubs, stub_matches, stub_messages)."""
-    from projections.stubs.sink import run_stub_logs, stored_settings
+    from hivestream.embedded.stubs import run_stub_logs
+    from projections.stubs.sink import stored_settings
 
     _existing(files)
     if batch_size < 1:
