@@ -85,7 +85,7 @@ def test_stub_events_through_serve_equal_stubs_run_and_run_over_its_log(tmp_path
     rest.write_bytes(b"".join(ln + b"\n" for ln in lines[cut:]))
     _bind_policy(db, tmp_path)
     proc = ServeProc(db, "--no-report", "--snapshot-every", "0")
-    stop, sent = threading.Event(), []  # type: ignore[var-annotated]
+    stop, sent = threading.Event(), list[int]()
     traffic = threading.Thread(target=_frames_traffic, args=(proc.url, stop, sent))
     try:
         traffic.start()
@@ -116,8 +116,8 @@ def test_stub_events_through_serve_equal_stubs_run_and_run_over_its_log(tmp_path
     # `hivestream run` over serve's log (with the same settings bound): the same file, table for table
     rebuilt = tmp_path / "rebuilt.duckdb"
     _bind_policy(rebuilt, tmp_path)
-    r = hivestream("run", f"{db}.hook-events", "--db", str(rebuilt))
-    assert r.returncode == 0, r.stderr
+    ran = hivestream("run", f"{db}.hook-events", "--db", str(rebuilt))
+    assert ran.returncode == 0, ran.stderr
     again = all_tables(rebuilt)
     assert again.keys() == served.keys()
     for table in served:
