@@ -43,6 +43,7 @@ from hivestream.cli.kafka_opts import (
 )
 from hivestream.cli.kb import kb_app
 from hivestream.cli.lag import register as register_lag
+from hivestream.cli.mcp import register as register_mcp
 from hivestream.cli.serve import register as register_serve
 from hivestream.cli.stubs import stubs_app
 from hivestream.cli.topics import register as register_topics
@@ -70,6 +71,7 @@ register_ingest(app)  # ingest, hook, hooks install|uninstall (issue 10)
 register_lag(app)
 register_topics(app)  # topics [--check]
 register_serve(app)  # serve (issue 21)
+register_mcp(app)
 out = Console(width=max(100, Console().width))
 err = Console(stderr=True)
 
