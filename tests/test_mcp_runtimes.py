@@ -1,9 +1,10 @@
-"""A real Claude Code turn (the CLI from npm against the suite's local model stub) through the MCP
-server ``hivestream hooks install claude-code --knowhub`` registers: ``/mcp`` of a running serve (in
-this process, over a fake agent API) and ``hivestream mcp`` over stdio. The stub model answers with a
-``tool_use`` of ``mcp__hivestream__kb_search``; the call reaches hivestream's MCP server, and its
-answer (the escaped, untrusted index) reaches the model's next request; the ``SessionStart`` reminder
-reached the model's first one."""
+"""Real runtimes through the MCP server ``hivestream hooks install … --knowhub`` registers. A Claude
+Code turn (the CLI from npm against the suite's local model stub) through ``/mcp`` of a running serve
+(in this process, over a fake agent API) and through ``hivestream mcp`` over stdio: the stub model
+answers with a ``tool_use`` of ``mcp__hivestream__kb_search``; the call reaches hivestream's MCP
+server, and its answer (the escaped, untrusted index) reaches the model's next request; the
+``SessionStart`` reminder reached the model's first one. A Codex turn (``codex exec`` from npm
+against the Responses stub): Codex connects to ``/mcp`` and offers the model the four tools."""
 
 from __future__ import annotations
 
@@ -25,8 +26,9 @@ from hivestream.serve.app import ServeConfig, default_log_dir, serve_async
 from hivestream.serve.publisher import PublishOptions
 from tests.anthropic_stub import AnthropicStub
 from tests.fake_agent_api import FakeAgentApi, ThreadedApp, contract_app
+from tests.openai_responses_stub import ResponsesStub
 from tests.serve_harness import REPO_ROOT
-from tests.test_ingest_clients import claude_bin
+from tests.test_ingest_clients import claude_bin, codex_js
 
 TOOL = "mcp__hivestream__kb_search"
 FINAL = "The stub model read the KnowHub index."
@@ -179,3 +181,33 @@ def test_a_claude_code_turn_through_hivestream_mcp_over_stdio(tmp_path: Path, kb
     assert out["result"] == FINAL
     assert [a["q"] for m, a, _c in api.calls if m == "search"] == ["kafka consumer rebalancing"]
     assert f"[{eid}] Kafka consumer group keeps rebalancing &lt;under load&gt;" in _tool_result_text(stub.requests)
+
+
+def test_codex_connects_to_serves_mcp_and_offers_the_model_the_tools(tmp_path: Path, kb: tuple[FakeAgentApi, str]) -> None:
+    js = codex_js()
+    api, _eid = kb
+    home, project = tmp_path / "home", tmp_path / "project"
+    (home / ".codex").mkdir(parents=True)
+    project.mkdir()
+    (tmp_path / "tokens").write_text(f"codex-1 {TOKEN} scopes=agent\n")
+    serve = InProcessServe(tmp_path, api, tmp_path / "tokens")
+    stub = ResponsesStub()
+    try:
+        (home / ".codex" / "config.toml").write_text(
+            f'model = "stub-model"\nmodel_provider = "stub"\n\n[model_providers.stub]\nname = "stub"\nbase_url = "{stub.url}"\n'
+            'wire_api = "responses"\nenv_key = "STUB_API_KEY"\n')
+        env = {**os.environ, "HOME": str(home), "STUB_API_KEY": "sk-test-not-a-key", "HIVESTREAM_AGENT_TOKEN": TOKEN, "PYTHONPATH": str(REPO_ROOT),
+               "HIVESTREAM_SPOOL_DIR": str(tmp_path / "hook-spool"), "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}"}
+        r = subprocess.run([sys.executable, "-m", "hivestream", "hooks", "install", "codex", "--knowhub", "--url", serve.url], env=env,
+                           capture_output=True, text=True, timeout=60, cwd=REPO_ROOT)
+        assert r.returncode == 0, r.stderr
+        r = subprocess.run(["node", str(js), "exec", "--skip-git-repo-check", "what is 2+3?"], env=env, cwd=project, stdin=subprocess.DEVNULL,
+                           capture_output=True, text=True, timeout=180)
+        assert r.returncode == 0, r.stderr[-2000:]
+    finally:
+        stub.close()
+        serve.close()
+    assert stub.requests
+    offered = [t for t in stub.requests[0].get("tools", []) if "hivestream" in str(t.get("name"))]
+    assert len(offered) == 1 and sorted(t["name"] for t in offered[0]["tools"]) == ["kb_content", "kb_search", "kb_submit", "memory_search"]
+    assert "when a task starts" in json.dumps(offered[0])
