@@ -185,3 +185,13 @@ def test_the_reminder_is_the_plugins_and_the_hook_prints_it_without_failing() ->
         assert out == {"hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": session_context()}}
     assert len(session_context()) < MAX_CONTEXT_CHARS // 5
     assert "kb_search" in session_context() and "kb_submit" in session_context()
+
+
+def test_dry_run_prints_the_changes_and_writes_nothing(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (home / ".codex").mkdir()
+    (home / ".codex" / "config.toml").write_text(CODEX_TOML)
+    before = _tree(home)
+    assert apply_knowhub("codex", install=True, url=URL, scope="user", dry_run=True, home=home) == 0
+    out = capsys.readouterr().out
+    assert "+[mcp_servers.hivestream]" in out and f'+url = "{URL}/mcp"' in out and "+name: knowhub" in out and '"SessionStart"' in out
+    assert _tree(home) == before and not list(home.rglob("*hivestream-backup*"))
