@@ -7,6 +7,7 @@ import json
 import random
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -93,3 +94,26 @@ def test_the_text_classification_equals_the_json_one_for_any_text_in_a_key(p: in
                                                                           offset: int) -> None:
     for key in (_msg_key(p, channel, mid), _stub_key(p, (scope, sid)), _at_key(p, offset)):
         assert changelog_order(key) == json_order(key), key
+
+
+def test_a_flush_is_the_changed_keys_in_changelog_order_and_a_restore_takes_the_partition_s_keys() -> None:
+    v = np.ones(16)
+    part = StubPartition.restore(3, POLICY, [])
+    for off, ev in enumerate([stub(1, "alpha", v, T0), msg("m1", "alpha", v, T0 + 1), stub(2, "beta", v, T0), msg("m2", "beta", v, T0 + 1)]):
+        part.process(ev.model_dump_json().encode(), Position("ns.stub-events", 3, off, 0), T0)
+    flushed = part.flush()
+    assert [k for k, _v in flushed] == sorted((k for k, _v in flushed), key=changelog_order)
+    assert [json.loads(k)[1] for k, _v in flushed] == ["msg", "msg", "stub", "stub", "at", "at"]
+    assert part.flush() == []  # nothing changed since
+    # what faust's table gives back: str, UTF-8 bytes or (rocksdb) decoded JSON list keys, every partition's, deleted keys as None
+    items: list[tuple[object, object]] = [(k.encode() if i % 2 else json.loads(k), val) for i, (k, val) in enumerate(flushed)]
+    items += [(_stub_key(4, ("alpha", "9")), flushed[2][1]), (_msg_key(3, "gone", "m0"), None)]
+    again = StubPartition.restore(3, POLICY, items)
+    assert dict(again.store) == dict(flushed) and again.runner.index.record("alpha", 1) is not None
+    assert again.process(msg("m1", "alpha", v, T0 + 1).model_dump_json().encode(), Position("ns.stub-events", 3, 1, 0), T0) == \
+        part.process(msg("m1", "alpha", v, T0 + 1).model_dump_json().encode(), Position("ns.stub-events", 3, 1, 0), T0)
+
+
+def test_a_flush_needs_a_tracked_store() -> None:
+    with pytest.raises(TypeError, match="TrackedState"):
+        StubPartition(0, POLICY, {}).flush()

@@ -11,14 +11,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import TypeVar
 
 from streams.model.deadletter import DeadLetter, Reason, RejectedInput
 from streams.model.position import Position
 
 log = logging.getLogger(__name__)
-
-R = TypeVar("R")
 
 LetterMaker = Callable[..., DeadLetter]
 """``make(err, data, pos, now_ms, event_id=...)`` → the :class:`DeadLetter` of ``err`` for the
@@ -67,10 +64,3 @@ class Guard:
     def letter(self, exc: Exception, data: bytes, pos: Position, now_ms: int, event_id: str = "") -> DeadLetter:
         """The dead letter of the record ``data`` at ``pos`` whose processing raised ``exc`` (see :meth:`rejection`)."""
         return self.make(self.rejection(exc, pos), data, pos, now_ms, event_id=event_id)
-
-    def call(self, work: Callable[[], R], data: bytes, pos: Position, now_ms: int, event_id: str = "") -> R | DeadLetter:
-        """``work()``, or the dead letter of what it raised (:meth:`letter`). Never raises an ``Exception``."""
-        try:
-            return work()
-        except Exception as e:
-            return self.letter(e, data, pos, now_ms, event_id)
