@@ -43,7 +43,7 @@ def reviews_for(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def settle_extractions(t: dict[str, list[tuple[Any, ...]]]) -> dict[str, list[tuple[Any, ...]]]:
     """The tables with the one documented difference taken out: an experience extracted several times
     enters the dedup when each extraction answers, so which extraction is its first writer depends on
-    the endpoint's answer order (README, KnowHub on Kafka). Its rows are replaced by (dedup key, status,
+    the endpoint's answer order (docs/knowledge-base.md, On Kafka). Its rows are replaced by (dedup key, status,
     submissions, agents) and its submissions by (event id, dedup key, kind)."""
     raced = {r[0]: r for r in t["experiences"] if r[2] == "extracted" and r[10] > 1}
     out = dict(t)

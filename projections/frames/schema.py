@@ -1,4 +1,4 @@
-"""DuckDB schema of the projections (DESIGN.md §4). Times are epoch milliseconds (``*_ms``)."""
+"""DuckDB schema of the projections (docs/design.md#projections). Times are epoch milliseconds (``*_ms``)."""
 
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ DDL = [
         is_duplicate BOOLEAN NOT NULL,
         src_partition INTEGER,
         src_offset BIGINT,
-        is_late BOOLEAN NOT NULL DEFAULT false  -- event time below its key group's watermark (README "Dedup semantics")
+        is_late BOOLEAN NOT NULL DEFAULT false  -- event time below its key group's watermark (docs/dedup.md)
     )""",
     """CREATE TABLE IF NOT EXISTS skipped_events (
         event_id VARCHAR NOT NULL USING COMPRESSION zstd,  -- unique (the sink inserts only new event ids, as in frame_captures)

@@ -110,7 +110,7 @@ class MetaMismatch(RuntimeError):
 
 
 class DuckSink:
-    """Writer of one DuckDB projection file (one writer process per file, DESIGN.md §4).
+    """Writer of one DuckDB projection file (one writer process per file, docs/design.md#projections).
 
     Args:
         path: the DuckDB file; created with the schema when missing.

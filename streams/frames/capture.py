@@ -54,7 +54,7 @@ class Capture(NamedTuple):
 
 
 class SkipReason(StrEnum):
-    """Why a valid hook event is not a turn (counted in ``skipped_events``, never a dead letter: DESIGN §3).
+    """Why a valid hook event is not a turn (counted in ``skipped_events``, never a dead letter: docs/design.md#dedup-semantics).
 
     Dead letters stay for input that is wrong; these events are right and are simply not memory.
     """

@@ -1,4 +1,4 @@
-"""JavaScript string semantics needed for parity with hive-mind (DESIGN.md §2).
+"""JavaScript string semantics needed for parity with hive-mind (docs/design.md#frame-prefix-and-dedup-key).
 
 hive-mind computes its content hash in JavaScript, where:
 
