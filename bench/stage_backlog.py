@@ -1,4 +1,4 @@
-"""Generated multi-day backlogs for the KnowHub and memory-stub Kafka stages (issue #9).
+"""Generated multi-day backlogs for the KnowHub and memory-stub Kafka stages.
 
 Two deterministic generators (same seed, same bytes), written for this project:
 

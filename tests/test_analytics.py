@@ -1,4 +1,4 @@
-"""Frame analytics (#12): each query on a small hand-made projection with the answer worked out by
+"""Frame analytics: each query on a small hand-made projection with the answer worked out by
 hand here, and on the real corpus."""
 
 from __future__ import annotations

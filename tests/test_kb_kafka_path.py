@@ -1,7 +1,8 @@
 """KnowHub on the real broker: ``hivestream produce`` → worker (validate + extract agents, the
 extractor a local OpenAI-protocol server) → ``hivestream kb project``, equal to ``hivestream kb
 run``; a replay into a new file gives it again; no sensitive substring on any topic or in the
-worker's log in strict mode; issue 11's cases come out right through every entry point."""
+worker's log in strict mode; the hardening cases (tests/kb_hardening.py) come out right through
+every entry point."""
 
 from __future__ import annotations
 
@@ -116,7 +117,7 @@ def test_kb_kafka_path_equals_the_embedded_runner(kafka_bootstrap: str, tmp_path
         assert g[name] == w[name], name
     # offsets differ, and the Kafka original is the serialised hook event `produce` wrote rather than the file's line
     assert sorted(r[1:4] for r in got["kb_dead_letters"]) == sorted(r[1:4] for r in want["kb_dead_letters"])
-    # issue 11's cases came through every entry point on Kafka as they do embedded (also implied by the equal tables)
+    # the hardening cases came through every entry point on Kafka as they do embedded (also implied by the equal tables)
     check(db, strict=True)
     # a replay into a new file gives it again
     again = tmp_path / "replay.duckdb"

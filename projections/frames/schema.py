@@ -8,7 +8,7 @@ SCHEMA_VERSION = 1
 
 # The long strings (content, ids, hashes) are stored with zstd, not DuckDB's default dictionary +
 # FSST: a checkpoint of a 200,000-capture run's rows took 0.34 s of CPU instead of 0.48 (the
-# writer's closing checkpoint runs on one thread after the last batch; issue 20), the file was
+# writer's closing checkpoint runs on one thread after the last batch), the file was
 # 5 % smaller, and a full scan of ``content`` (``ILIKE``) ~25 % slower. Files created before keep
 # their columns' settings (``CREATE TABLE IF NOT EXISTS``).
 

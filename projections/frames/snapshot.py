@@ -235,8 +235,8 @@ def publish_idle_snapshot(sink: HoldingSinkLike, published_at_ms: int) -> Path:
     """:func:`publish_snapshot` for a writer with nothing in flight: checkpoint, then copy the file's bytes.
 
     ``COPY FROM DATABASE`` decodes and re-encodes every table, so each copy costs CPU in
-    proportion to the whole projection (a 200,000-event projection: ~0.5 s; issue 20's end-to-end
-    tail). When no transaction is open on the file and no other thread writes to it (the
+    proportion to the whole projection (a 200,000-event projection: ~0.5 s, the tail of the end-to-end
+    benchmark). When no transaction is open on the file and no other thread writes to it (the
     projector between two batches), ``CHECKPOINT`` moves every committed row from the WAL into the
     file, which then *is* a consistent database: it is copied as bytes through the sink's own
     descriptor (:class:`projections.frames.file_copy.HeldFileCopy`, which keeps DuckDB's ``fcntl``

@@ -49,7 +49,7 @@ Rule families (rule names are ``family.variant`` and are stable):
 * ``approval_manipulation`` — KnowHub-specific: "approve this entry", "mark this experience as
   trusted", "do not quarantine this", "bypass the review".
 
-Added for issue 11 (each with its own rule name):
+The later classes (each with its own rule name):
 
 * ``tool_execution.invoke_tool`` — an order to invoke one of the reading agent's tools: "execute
   this tool immediately: …", "invoke this function:", a tool called with urgency ("… now", "right
@@ -72,8 +72,8 @@ Added for issue 11 (each with its own rule name):
   opening quote right before the phrase and the closing one within 40 characters after it, or a
   noun such as attacks / phrases / filter right after it).
 
-The text preparation and clause checks live in :mod:`streams.experiences.injection_text`, issue
-11's English rules in :mod:`streams.experiences.injection_orders`, the other languages in
+The text preparation and clause checks live in :mod:`streams.experiences.injection_text`, the
+later English rules in :mod:`streams.experiences.injection_orders`, the other languages in
 :mod:`streams.experiences.injection_i18n`; this module holds the older rules and the rule table.
 
 Why the rules need an imperative aimed at the model. Experiences are technical notes and
