@@ -115,7 +115,8 @@ class Projection(ABC, Generic[B, R]):
                 con.execute(stmt)
         except BaseException:
             if self.file is not None:
-                self.file.close()
+                with contextlib.suppress(duckdb.Error):  # the first error is the one to tell
+                    self.file.close()
             raise
 
     def close(self) -> None:

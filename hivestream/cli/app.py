@@ -43,6 +43,7 @@ from hivestream.cli.kafka_opts import (
 )
 from hivestream.cli.kb import kb_app
 from hivestream.cli.lag import register as register_lag
+from hivestream.cli.mcp import register as register_mcp
 from hivestream.cli.serve import register as register_serve
 from hivestream.cli.stubs import stubs_app
 from hivestream.cli.topics import register as register_topics
@@ -66,10 +67,11 @@ app = typer.Typer(help="hivestream: dedup AI-agent memory captures into DuckDB p
                   pretty_exceptions_enable=False)
 app.add_typer(stubs_app, name="stubs", help="memory stubs: import stubs.db, match, what-if, queries")
 app.add_typer(kb_app, name="kb", help="KnowHub experiences: run, project, submit, review, search, queries")
-register_ingest(app)  # ingest, hook, hooks install|uninstall (issue 10)
+register_ingest(app)  # ingest, hook, hooks install|uninstall
 register_lag(app)
 register_topics(app)  # topics [--check]
-register_serve(app)  # serve (issue 21)
+register_serve(app)  # serve
+register_mcp(app)
 out = Console(width=max(100, Console().width))
 err = Console(stderr=True)
 
@@ -490,7 +492,7 @@ def worker(
     start when its state (the changelog topics) was built for another count.
     """
     from streams.kafka.topics import Topics
-    from streams.workers.hooks import create_app, run_worker
+    from streams.workers.frames import create_app, run_worker
 
     s = kafka_settings(namespace, partitions, window_ms=window_ms, key_strategy=key_strategy, replication_factor=replication_factor)
     conn = kafka_connection(bootstrap, kafka_config)

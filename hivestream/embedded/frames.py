@@ -9,6 +9,7 @@ stored in the same transaction (table ``dedup_state``), so it survives restarts 
 
 from __future__ import annotations
 
+import contextlib
 import zlib
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -111,7 +112,8 @@ class EmbeddedRunner:
         try:
             self.sink.check_meta(settings_meta(self.settings))
         except BaseException:
-            self.sink.close()
+            with contextlib.suppress(duckdb.Error):  # the first error (a mismatch, out of memory) is the one to tell
+                self.sink.close()
             raise
         self.core = DedupCore(
             self.settings.window,

@@ -18,6 +18,7 @@ the same whenever and wherever it happens.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -237,7 +238,8 @@ def open_log_run(db: str | Path, settings: Settings | None = None, kb_settings: 
         policy, bind = log_policy(stub_sink, stub_policy)
         stubs = StubLogRunner(stub_sink, policy, clock=clock, report=StubRunReport(db=str(db)), bind=bind)
     except BaseException:
-        file.close()
+        with contextlib.suppress(duckdb.Error):  # a close failing after the first error (out of memory) must not hide it
+            file.close()
         raise
     return LogRun(file, [FramesLog(runner, clock), ExperienceLog(kb, clock), stubs], clock)
 

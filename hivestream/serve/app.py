@@ -27,6 +27,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from hivestream.embedded.log_run import LogRun, open_log_run
 from hivestream.ingest import server
@@ -49,6 +50,9 @@ from streams.model.clock import Clock, wall_clock_ms
 from streams.model.deadletter import DeadLetter, Reason, RejectedInput
 from streams.settings import Settings
 from streams.stubs.settings import MatchPolicy
+
+if TYPE_CHECKING:
+    from hivestream.mcp.agent_api import AgentApi
 
 log = logging.getLogger("hivestream.serve")
 
@@ -128,8 +132,8 @@ def dead_letter_torn(hook_log: HookLog, clock: Clock) -> None:
 
 
 async def serve_async(cfg: ServeConfig, stop: asyncio.Event, on_ready: Callable[[int], None] | None = None,
-                      completer: Completer | None = None, clock: Clock = wall_clock_ms) -> None:
-    """Run serve until ``stop`` is set.
+                      completer: Completer | None = None, clock: Clock = wall_clock_ms, agent_api: AgentApi | None = None) -> None:
+    """Run serve until ``stop`` is set (with ``/mcp`` over ``agent_api`` when given).
 
     Raises:
         hivestream.ingest.server.ConfigError: a non-loopback bind without tokens.
@@ -151,14 +155,14 @@ async def serve_async(cfg: ServeConfig, stop: asyncio.Event, on_ready: Callable[
             on_ready(port)
 
     try:
-        await _serve(cfg, stop, ready, completer, clock, undo)
+        await _serve(cfg, stop, ready, completer, clock, undo, agent_api)
     except BaseException:
         undo.remove()
         raise
 
 
 async def _serve(cfg: ServeConfig, stop: asyncio.Event, on_ready: Callable[[int], None], completer: Completer | None, clock: Clock,
-                 undo: StartUndo) -> None:
+                 undo: StartUndo, agent_api: AgentApi | None = None) -> None:
     hook_log = HookLog(cfg.log_dir, max_bytes=cfg.log_max_bytes, segment_bytes=cfg.segment_bytes)
     undo.log_held = True
     try:
@@ -191,7 +195,7 @@ async def _serve(cfg: ServeConfig, stop: asyncio.Event, on_ready: Callable[[int]
 
             sink = LogSink(hook_log, Topics(http.namespace), progress, db=cfg.db.name, retry_after_s=http.retry_after_s,
                            headroom_bytes=2 * http.max_body_bytes, clock=clock)
-            await server.serve(http, stop, ready, sink=sink, name="serve", app=ServeApp)
+            await server.serve(http, stop, ready, sink=sink, name="serve", agent_api=agent_api, app=ServeApp)
         finally:
             remove_marker(cfg.db, token)
             if read_runner is not None:

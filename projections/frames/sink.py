@@ -261,7 +261,7 @@ class FramesProjection(Projection[FramesBatch, FramesApplied]):
         there is neither, and the Arrow batch is used as it is; otherwise the new captures are
         materialised first. Returns (new frames, new duplicate captures).
 
-        Neither check scans a whole table in the usual batch (issue 20): the exact semi join
+        Neither check scans a whole table in the usual batch: the exact semi join
         against ``frame_captures`` runs only when an event id's fingerprint is already held
         (:mod:`projections.frames.fingerprints`, over the event ids and frame ids committed: a
         repeat, the first capture of a frame first seen through a touch, or a collision), and the

@@ -36,6 +36,8 @@ class Scope(StrEnum):
     """Post hook events and KnowHub event lines other than reviews (a gateway, an agent's hooks)."""
     REVIEW = "review"
     """Post ``experience-reviewed`` events (approve or reject a KnowHub experience)."""
+    AGENT = "agent"
+    """Use the agent API and ``/mcp``: search, submit and read KnowHub experiences, recall frames."""
 
 
 DEFAULT_SCOPES = frozenset({Scope.HOOKS})
