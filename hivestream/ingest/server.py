@@ -51,7 +51,7 @@ from hivestream.ingest.refusal import SinkFull
 from hivestream.ingest.repeats import RepeatedLines
 from hivestream.ingest.sink import DurableSink
 from hivestream.ingest.spool import Spool, default_spool_dir
-from streams.ingest.auth import DEFAULT_SCOPES, Grant, Scope, TokenTable, bearer_digest, is_loopback
+from streams.ingest.auth import LOCAL_SCOPES, Grant, Scope, TokenTable, bearer_digest, is_loopback
 from streams.ingest.content_encoding import BadEncoding, DecodedTooLarge, decode_body
 from streams.ingest.hook_output import RUNTIME_HOOK_HEADER, hook_output
 from streams.ingest.payloads import ROUTE_RUNTIMES, Item, body_dead_letter, process, request_source, split_body
@@ -64,7 +64,7 @@ from streams.redaction.redact import RedactionMode
 log = logging.getLogger("hivestream.ingest")
 LOCAL_GATEWAY = "local"
 """Gateway id of requests on a loopback server started without tokens."""
-LOCAL_REVIEW_SCOPES = frozenset({Scope.HOOKS, Scope.REVIEW})
+LOCAL_REVIEW_SCOPES = LOCAL_SCOPES | {Scope.REVIEW}
 """The scopes of a request bearing :attr:`IngestConfig.review_token`."""
 
 
@@ -210,13 +210,16 @@ class IngestApp:
         return self._answer(status, {"error": str(err.reason), "detail": err.detail[:500], "dead_lettered": 1,
                                      "truncated": original_len > MAX_ORIGINAL_BYTES})
 
-    def _grant(self, request: web.Request) -> Grant | None:
+    def grant(self, request: web.Request) -> Grant | None:
+        """Who ``request`` is and what it may do (the tokens file's line of its bearer token); on a
+        loopback server without tokens the one local user (:data:`~streams.ingest.auth.LOCAL_SCOPES`,
+        and review with serve's review token); ``None`` for a missing or unknown token."""
         header = request.headers.get("Authorization")
         if not self._no_tokens:
             return self.cfg.tokens.grant_for(header)
         if self._review_digest is not None and hmac.compare_digest(bearer_digest(header) or b"", self._review_digest):
             return Grant(LOCAL_GATEWAY, LOCAL_REVIEW_SCOPES)
-        return Grant(LOCAL_GATEWAY, DEFAULT_SCOPES)
+        return Grant(LOCAL_GATEWAY, LOCAL_SCOPES)
 
     def _forbidden(self, grant: Grant, missing: set[Scope]) -> web.Response:
         """``403``: the request's token lacks ``missing``; one line saying which authority would do."""
@@ -250,7 +253,7 @@ class IngestApp:
 
     async def hooks(self, request: web.Request) -> web.Response:
         """``POST /v1/hooks/{runtime}``."""
-        grant = self._grant(request)
+        grant = self.grant(request)
         if grant is None:
             return await self._unread(request, self._reject(401, "unauthorized", "missing or unknown bearer token",
                                                             {"WWW-Authenticate": 'Bearer realm="hivestream"'}))
@@ -368,7 +371,8 @@ def make_sink(cfg: IngestConfig, metrics: IngestMetrics) -> DurableSink:
 
 
 async def serve(cfg: IngestConfig, stop: asyncio.Event, on_ready: Callable[[int], None] | None = None,
-                sink: RecordSink | None = None, name: str = "ingest") -> None:
+                sink: RecordSink | None = None, name: str = "ingest",
+                mount: Callable[[web.Application, IngestApp], None] | None = None) -> None:
     """Run the server until ``stop`` is set; then stop accepting and close the sink (flush and seal the spool).
 
     Args:
@@ -378,6 +382,7 @@ async def serve(cfg: IngestConfig, stop: asyncio.Event, on_ready: Callable[[int]
         sink: where accepted records go (default :func:`make_sink`'s Kafka sink; ``serve``
             passes its local log); closed when the server stops.
         name: the command's name in log lines.
+        mount: adds more routes to the application (the agent API, :func:`hivestream.api.routes.mounter`).
 
     Raises:
         ConfigError: a non-loopback bind without tokens.
@@ -391,7 +396,10 @@ async def serve(cfg: IngestConfig, stop: asyncio.Event, on_ready: Callable[[int]
     if note:
         log.info("%s", note)
     handlers = IngestApp(cfg, sink, metrics)
-    runner = web.AppRunner(handlers.build(), access_log=log if cfg.access_log else None)
+    app = handlers.build()
+    if mount is not None:
+        mount(app, handlers)
+    runner = web.AppRunner(app, access_log=log if cfg.access_log else None)
     await runner.setup()
     site = web.TCPSite(runner, cfg.host, cfg.port, backlog=1024, reuse_port=cfg.reuse_port or None)
     await site.start()
@@ -423,15 +431,15 @@ def loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
     return new_loop
 
 
-def run(cfg: IngestConfig, on_ready: Callable[[int], None] | None = None) -> None:
-    """Blocking entry point of ``hivestream ingest``: serves until SIGTERM or SIGINT (on uvloop when installed)."""
+def run(cfg: IngestConfig, on_ready: Callable[[int], None] | None = None, mount: Callable[[web.Application, IngestApp], None] | None = None) -> None:
+    """Blocking entry point of ``hivestream ingest``: serves until SIGTERM or SIGINT (on uvloop when installed); ``mount`` as :func:`serve`."""
 
     async def main() -> None:
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
-        await serve(cfg, stop, on_ready)
+        await serve(cfg, stop, on_ready, mount=mount)
 
     with asyncio.Runner(loop_factory=loop_factory()) as runner:
         runner.run(main())

@@ -27,6 +27,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from aiohttp import web
+
 from hivestream.embedded.log_run import LogRun, open_log_run
 from hivestream.ingest import server
 from hivestream.ingest.server import IngestConfig
@@ -66,6 +68,16 @@ def default_report(db: Path) -> Path:
     return db.with_name(db.stem + "-report.html")
 
 
+@dataclass(frozen=True)
+class ServeReads:
+    """What an extra route on serve's port (the agent API) reads serve through: cursors of the dedup
+    loop's connection (:meth:`ReadGate.cursor`), the log offset applied, and the log's durable end."""
+
+    gate: ReadGate
+    applied: Callable[[], int]
+    durable_end: Callable[[], int]
+
+
 @dataclass
 class ServeConfig:
     """Settings of one ``serve`` process.
@@ -80,6 +92,7 @@ class ServeConfig:
         publish: the snapshot's and the report's pacing.
         settings: dedup settings (as ``run`` takes them).
         kb_settings: KnowHub settings.
+        api: given what serve reads through, the routes to add beside ``/v1/hooks/*`` (the agent API); ``None``: none.
     """
 
     http: IngestConfig
@@ -91,6 +104,7 @@ class ServeConfig:
     publish: PublishOptions = field(default_factory=PublishOptions)
     settings: Settings = field(default_factory=Settings)
     kb_settings: KbSettings = field(default_factory=KbSettings)
+    api: Callable[[ServeReads], Callable[[web.Application, server.IngestApp], None]] | None = None
 
 
 def connect_host(bind: str) -> str:
@@ -184,7 +198,8 @@ async def _serve(cfg: ServeConfig, stop: asyncio.Event, on_ready: Callable[[int]
 
             sink = LogSink(hook_log, Topics(http.namespace), progress, db=cfg.db.name, retry_after_s=http.retry_after_s,
                            headroom_bytes=2 * http.max_body_bytes, clock=clock)
-            await server.serve(http, stop, ready, sink=sink, name="serve")
+            mount = None if cfg.api is None else cfg.api(ServeReads(gate, lambda: progress.applied, lambda: hook_log.durable()[0]))
+            await server.serve(http, stop, ready, sink=sink, name="serve", mount=mount)
         finally:
             remove_marker(cfg.db, token)
             if read_runner is not None:
