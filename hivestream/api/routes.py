@@ -31,6 +31,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import unquote_to_bytes
 
 import duckdb
 import orjson
@@ -188,11 +189,12 @@ class AgentRoutes:
 
     @staticmethod
     def _query(request: web.Request) -> dict[str, str] | None:
-        """The query parameters, or ``None`` when one is not valid UTF-8."""
+        """The query parameters, or ``None`` when one is not valid UTF-8 once percent-decoded (aiohttp would replace the bytes)."""
         try:
-            return {k: v for k, v in request.query.items()}
+            unquote_to_bytes(request.rel_url.raw_query_string.replace("+", " ")).decode("utf-8")
         except UnicodeDecodeError:
             return None
+        return dict(request.query.items())
 
     def _bad_query(self) -> web.Response:
         return self._error(400, "not_utf8", "a query parameter is not valid UTF-8")
