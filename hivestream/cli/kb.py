@@ -205,6 +205,8 @@ def project(
     replication_factor: ReplicationOpt = None,
     idle_exit_s: Annotated[float | None, typer.Option("--idle-exit", help="stop after this many seconds without records")] = None,
     until_caught_up: Annotated[bool, typer.Option("--until-caught-up", help="stop at the end offsets seen at start")] = False,
+    snapshot_every_s: Annotated[float, typer.Option("--snapshot-every", help="seconds between published snapshots (the agent API "
+                                                    "of `ingest --db` reads them; 0: none)")] = 2.0,
 ) -> None:
     """Kafka: project experience-events and kb-dead-letter into the KnowHub tables (one transaction per batch with the offsets)."""
     from projections.experiences.projector import KbProjector
@@ -221,7 +223,7 @@ def project(
     except duckdb.IOException as e:
         _fail(f"cannot open {db}: {e}")
     try:
-        proj = KbProjector(sink, conn, t.experience_events, t.kb_dead_letter, KbSettings())
+        proj = KbProjector(sink, conn, t.experience_events, t.kb_dead_letter, KbSettings(), snapshot_every_s=max(0.0, snapshot_every_s))
         try:
             rep = proj.run(until_caught_up=until_caught_up, idle_exit_s=idle_exit_s, should_stop=should_stop)
         finally:

@@ -7,9 +7,14 @@ counters, so a kill -9 at any point loses nothing and doubles nothing.
 
 from __future__ import annotations
 
+import logging
+import time
 from dataclasses import dataclass
 
+import duckdb
+
 from projections.experiences.sink import KbSink
+from projections.frames.snapshot import publish_snapshot, write_heartbeat
 from projections.reader.seeking import SeekingProjector
 from streams.experiences.build import safe_text
 from streams.experiences.events import parse_kb_event
@@ -18,6 +23,8 @@ from streams.experiences.settings import KbSettings
 from streams.kafka.connection import ConnectionLike
 from streams.model.clock import Clock, wall_clock_ms
 from streams.model.deadletter import DeadLetter, Reason, RejectedInput
+
+log = logging.getLogger("hivestream.kb")
 
 
 @dataclass
@@ -43,14 +50,21 @@ class KbProjector(SeekingProjector[KbProjectorReport]):
             that does not parse: its detail is redacted).
         batch_max: records per poll and per transaction.
         clock: epoch-ms clock.
+        snapshot_every_s: least seconds between two snapshots ``<db>.snapshot`` for readers (the
+            agent API on the Kafka path reads it; 0: none); one is published as soon as the
+            stream is quiet after a change, and a heartbeat says when it was last caught up.
 
     Raises:
         RuntimeError: when a topic does not exist within 30 s.
     """
 
     def __init__(self, sink: KbSink, conn: ConnectionLike, events_topic: str, dead_letter_topic: str, settings: KbSettings | None = None, *,
-                 batch_max: int = 5000, clock: Clock = wall_clock_ms) -> None:
+                 batch_max: int = 5000, clock: Clock = wall_clock_ms, snapshot_every_s: float = 0.0) -> None:
         self.sink = sink
+        self.snapshot_every_s = snapshot_every_s
+        self._dirty = True
+        self._published_at = float("-inf")
+        self._beat_at = float("-inf")
         self.settings = settings or KbSettings()
         self.dead_letter_topic = dead_letter_topic
         self.clock = clock
@@ -62,6 +76,7 @@ class KbProjector(SeekingProjector[KbProjectorReport]):
         """Poll one batch and apply it in one transaction; returns the records consumed."""
         polled = self.consumer.poll(timeout_ms=timeout_ms, max_records=self.batch_max)
         if not polled:
+            self._publish(quiet=True)
             return 0
         positions: dict[tuple[str, int], int] = {}
         n = 0
@@ -93,4 +108,28 @@ class KbProjector(SeekingProjector[KbProjectorReport]):
         rep.reviews += len(b.reviews)
         rep.telemetry += len(b.telemetry)
         rep.dead_letters += len(b.dead_letters)
+        self._dirty = True
+        self._publish(quiet=False)
         return n
+
+    def _publish(self, *, quiet: bool) -> None:
+        """Publish a snapshot when one is due (a change, and quiet or ``snapshot_every_s`` since the
+        last), else a heartbeat while caught up; a failure is the next round's to retry."""
+        if not self.snapshot_every_s:
+            return
+        now = time.monotonic()
+        try:
+            if self._dirty and (quiet or now - self._published_at >= self.snapshot_every_s):
+                publish_snapshot(self.sink, self.clock())
+                self._dirty, self._published_at = False, now
+            elif not self._dirty and quiet and now - self._beat_at >= self.snapshot_every_s:
+                write_heartbeat(self.sink, self.clock())
+                self._beat_at = now
+        except (duckdb.Error, OSError) as e:
+            log.warning("kb project: the snapshot was not published (%s); retried", str(e).splitlines()[0] if str(e) else type(e).__name__)
+
+    def close(self) -> None:
+        """Publish what is not in the snapshot yet, then close the consumer (the sink is the caller's)."""
+        if self.snapshot_every_s and self._dirty:
+            self._publish(quiet=True)
+        super().close()
