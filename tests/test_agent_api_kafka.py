@@ -30,7 +30,7 @@ def projector(bootstrap: str, ns: str, *args: str, log: Path) -> subprocess.Pope
     """``hivestream ARGS --namespace ns`` as a child process (a projector)."""
     env = {**os.environ, "KAFKA_BOOTSTRAP_SERVERS": bootstrap}
     return subprocess.Popen([sys.executable, "-m", "hivestream", *args, "--namespace", ns], cwd=REPO_ROOT, env=env,
-                            stdout=subprocess.DEVNULL, stderr=open(log, "ab"))  # noqa: SIM115
+                            stdout=subprocess.DEVNULL, stderr=open(log, "ab"))
 
 
 def test_agent_api_on_the_kafka_path(kafka_bootstrap: str, tmp_path: Path) -> None:
