@@ -90,6 +90,9 @@ def test_secrets_are_redacted_before_the_event_exists(served: tuple[ServeProc, A
 
 def test_bad_input_on_every_route(served: tuple[ServeProc, Api, Api]) -> None:
     s, agent, reviewer = served
+    big = agent.post("/api/submit", experience("pelican") | {"padding": "x" * (MAX_BODY - 1000)})  # a body of many reads
+    assert big.status_code == 200 and big.json()["status"] == "pending"
+    assert_error(agent.c.post("/api/submit", content=b"{}", headers={"Content-Encoding": "gzip"}), 415, "bad_encoding")
     bad_input(agent, MAX_BODY)
     assert_error(agent.post("/api/extract", {"session_key": "s", "messages": [{"role": "user", "content": "hi"}]}), 409, "extraction_disabled")
     assert_error(reviewer.get("/api/pending", status="approved"), 400, "bad_status")

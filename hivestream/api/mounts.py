@@ -30,7 +30,7 @@ DEFAULT_MAX_STALENESS_S = 60.0
 """The Kafka path's bound on how old an answer may be (seconds), unless ``--max-staleness`` says."""
 
 
-def for_serve(settings: KbSettings, db: Path, on_mounted: Callable[[AgentRoutes], None] | None = None) -> Callable[[ServeReads], Mount]:
+def for_serve(settings: KbSettings, db: Path, on_mounted: Callable[[web.Application, AgentRoutes], None] | None = None) -> Callable[[ServeReads], Mount]:
     """The agent API for ``hivestream serve --db db`` (:attr:`hivestream.serve.app.ServeConfig.api`)."""
 
     def make(reads: ServeReads) -> Mount:
@@ -52,7 +52,7 @@ def for_serve(settings: KbSettings, db: Path, on_mounted: Callable[[AgentRoutes]
 
 
 def for_ingest(settings: KbSettings, kb_db: Path, frames_db: Path | None = None, max_staleness_s: float = DEFAULT_MAX_STALENESS_S,
-               on_mounted: Callable[[AgentRoutes], None] | None = None) -> Mount:
+               on_mounted: Callable[[web.Application, AgentRoutes], None] | None = None) -> Mount:
     """The agent API for ``hivestream ingest --db kb_db [--frames-db frames_db]`` (the Kafka path)."""
     kb = SnapshotReader(kb_db, max_staleness_s)
     frames = kb if frames_db is None or frames_db == kb_db else SnapshotReader(frames_db, max_staleness_s)

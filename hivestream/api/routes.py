@@ -151,12 +151,23 @@ class AgentRoutes:
         limit = self.ingest.cfg.max_body_bytes
         if request.content_length is not None and request.content_length > limit:
             return self._error(413, "body_too_large", f"body of {request.content_length} bytes is over the {limit}-byte limit")
+        encoding = request.headers.get("Content-Encoding", "identity").strip().lower()
+        if encoding not in ("", "identity"):
+            return self._error(415, "bad_encoding", f"Content-Encoding {encoding[:40]!r}: the agent API takes identity bodies")
+        chunks: list[bytes] = []
+        total = 0
         try:
-            raw = await asyncio.wait_for(request.content.read(limit + 1), self.ingest.cfg.read_timeout_s)
+            async with asyncio.timeout(self.ingest.cfg.read_timeout_s):
+                while chunk := await request.content.read(65_536):
+                    total += len(chunk)
+                    if total > limit:  # answered without reading the rest (the connection is closed after it)
+                        too_large = self._error(413, "body_too_large", f"body is over the {limit}-byte limit")
+                        too_large.force_close()
+                        return too_large
+                    chunks.append(chunk)
         except TimeoutError:
             return self._error(408, "client_timeout", f"body not received within {self.ingest.cfg.read_timeout_s:g} s")
-        if len(raw) > limit:
-            return self._error(413, "body_too_large", f"body is over the {limit}-byte limit")
+        raw = b"".join(chunks)
         if optional and not raw.strip():
             return {}
         try:
@@ -333,13 +344,17 @@ class AgentRoutes:
         app.on_cleanup.append(self._cleanup)
 
 
-def mounter(parts: ApiParts, on_mounted: Callable[[AgentRoutes], None] | None = None) -> Callable[[web.Application, IngestApp], None]:
-    """What :func:`hivestream.ingest.server.serve` calls with its application and handlers to add the agent API."""
+def mounter(parts: ApiParts, on_mounted: Callable[[web.Application, AgentRoutes], None] | None = None) -> Callable[[web.Application, IngestApp], None]:
+    """What :func:`hivestream.ingest.server.serve` calls with its application and handlers to add the agent API.
+
+    ``on_mounted(app, routes)`` runs once the routes are on ``app``: an in-process adapter (the MCP
+    server) adds its own route there and calls ``routes.agent`` (:class:`~hivestream.api.agent.AgentApi`).
+    """
 
     def mount(app: web.Application, ingest: IngestApp) -> None:
         routes = AgentRoutes(ingest, parts)
         routes.mount(app)
         if on_mounted is not None:
-            on_mounted(routes)
+            on_mounted(app, routes)
 
     return mount
