@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import io
 import json
 import logging
@@ -24,50 +23,10 @@ from streams.model.body_hash import KeyStrategy
 from streams.model.events import from_prefixed
 from streams.model.key_groups import group_record_key
 from streams.settings import Settings
-from streams.workers.hooks import create_app
+from streams.workers.frames import create_app
 from tests.consumer_record import Rec
 from tests.dedup_helpers import cap
-
-
-class FakeBatch:
-    """What aiokafka's BatchBuilder offers the worker: append until full, count."""
-
-    def __init__(self, capacity: int = 3) -> None:
-        self.records: list[tuple[bytes | None, bytes | None]] = []
-        self.capacity = capacity
-
-    def append(self, *, key: bytes | None, value: bytes | None, timestamp: None) -> object | None:
-        if len(self.records) >= self.capacity:
-            return None
-        self.records.append((key, value))
-        return object()
-
-    def record_count(self) -> int:
-        return len(self.records)
-
-    def size(self) -> int:
-        return sum(len(k or b"") + len(v or b"") for k, v in self.records)
-
-
-class FakeProducer:
-    """Batches handed to the producer, in order: (topic, partition, key, value) per record."""
-
-    def __init__(self) -> None:
-        self.sent: list[tuple[str, int, bytes | None, bytes | None]] = []
-
-    def create_batch(self) -> FakeBatch:
-        return FakeBatch()
-
-    async def send_batch(self, batch: FakeBatch, topic: str, *, partition: int) -> asyncio.Future[None]:
-        self.sent += [(topic, partition, k, v) for k, v in batch.records]
-        return acknowledged()
-
-
-def acknowledged(*_args: Any, **_kwargs: Any) -> asyncio.Future[None]:
-    """The broker's answer to a send: acknowledged (aiokafka's delivery future, done)."""
-    fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-    fut.set_result(None)
-    return fut
+from tests.fake_producer import FakeProducer, acknowledged
 
 
 def sent(h: Any, topic: str) -> list[bytes]:
@@ -90,10 +49,10 @@ def hook(content: str, t: int, eid: str) -> bytes:
 
 
 async def deliver(h: Any, partition: int, values: list[bytes]) -> None:
-    """Hand ``values`` to the worker's batch handler as one fetch of ``partition`` (offsets 0..), then its after-step."""
+    """Hand ``values`` to the worker's batch handler as one fetch of ``partition`` (offsets 0..), then its after-records hook."""
     tp = TP(h.topics.hook_events, partition)
-    h.on_records(tp, [Rec(tp.topic, partition, i, 1_790_000_000_000 + i, b"kg:1", v) for i, v in enumerate(values)])
-    await h.after_records()
+    h.worker.on_records(tp, [Rec(tp.topic, partition, i, 1_790_000_000_000 + i, b"kg:1", v) for i, v in enumerate(values)])
+    await h.worker.after_records()
 
 
 async def test_dedup_agent_collapses_and_keeps_state_in_the_table(h: Any) -> None:
@@ -104,7 +63,7 @@ async def test_dedup_agent_collapses_and_keeps_state_in_the_table(h: Any) -> Non
     out = [frame_event_from_json(v) for v in sent(h, h.topics.frames)]
     assert [(fe.kind, fe.frame_id, fe.capture.source) for fe in out] == [
         ("created", "a", "openclaw"), ("touched", "a", "claude-code"), ("created", "a", "openclaw")]
-    (state,) = h.cores[0].state.values()
+    (state,) = h.worker.steps[0].core.state.values()
     assert state["f"][0][:2] == ["a", 1000] and state["f"][0][4] == ["a", "b"]
     # the changed key reaches the table's changelog right before a commit, once, with the state as JSON, between the
     # partition's watermark markers (streams.frames.changelog: none restored, so the flush opens with one)
@@ -112,7 +71,7 @@ async def test_dedup_agent_collapses_and_keeps_state_in_the_table(h: Any) -> Non
     await run_before_commit(h.app)  # nothing changed since: nothing more is sent
     assert changelog == [r for r in h.fake.sent if r[0] == h.table.changelog_topic_name]
     opening, (_topic, p, key, value), closing = changelog
-    assert (p, json.loads(value)) == (0, state) and key.decode() in h.cores[0].state
+    assert (p, json.loads(value)) == (0, state) and key.decode() in h.worker.steps[0].core.state
     g = group_of_key(key.decode())
     assert [(q, k, json.loads(v)) for _t, q, k, v in (opening, closing)] == [
         (0, b"~watermarks:0", {"watermarks": []}), (0, b"~watermarks:0", {"watermarks": [[g, 1300]]})]
@@ -123,17 +82,17 @@ async def test_a_partition_taken_over_restores_its_watermarks_from_the_marker(h:
     x = next(b for i in range(100) if partition_for(group_record_key(group_of_key(cap(b := f"[hm src:x] BODY {i}", 0, "q").key)), 2) == 0)
     await deliver(h, 0, [hook(x, 1000, "a")])
     await run_before_commit(h.app)
-    key = next(iter(h.cores[0].state))
+    key = next(iter(h.worker.steps[0].core.state))
     g = group_of_key(key)
     for _t, _p, k, v in h.fake.sent:
         if _t == h.table.changelog_topic_name:
             h.table.data[k] = v  # what faust's restore of the changelog puts in the table
-    assert h.cores[0].group_max[g] == 1000
+    assert h.worker.steps[0].core.group_max[g] == 1000
     h.table.data[b"~watermarks:0"] = json.dumps({"watermarks": [[g, 900]]}).encode()  # as if a flush had been cut before its closing marker
-    h.cores.clear()  # the next record of partition 0 restores its core from the table
+    h.worker.steps.clear()  # the next record of partition 0 restores its core from the table
     tool = json.dumps({"hook_event_name": "PreToolUse", "session_id": "s1", "tool_name": "Bash", "ts": 6}).encode()
     await deliver(h, 0, [tool])
-    assert h.cores[0].group_max == {g: 900} and dict(h.cores[0].state) == {key: json.loads(h.table.data[key.encode()])}
+    assert h.worker.steps[0].core.group_max == {g: 900} and dict(h.worker.steps[0].core.state) == {key: json.loads(h.table.data[key.encode()])}
 
 
 async def test_dedup_agent_routes_tool_events_and_bad_input(h: Any) -> None:
@@ -150,24 +109,23 @@ async def test_dedup_agent_routes_tool_events_and_bad_input(h: Any) -> None:
 
 
 def test_an_unexpected_exception_is_dead_lettered_not_raised(monkeypatch: pytest.MonkeyPatch) -> None:
-    from streams.frames import steps
-    from streams.frames.steps import route_hook_record
+    from streams.frames import routing
     from streams.model.position import Position
 
     def boom(*_a: object, **_k: object) -> None:
         raise ZeroDivisionError("bug")
 
-    monkeypatch.setattr(steps, "decode_hook_record", boom)
-    out = route_hook_record(b"{}", Position("t", 0, 5, 0), Settings(), 1)
+    monkeypatch.setattr(routing, "decode_hook_record", boom)
+    out = routing.route_record(b"{}", Position("t", 0, 5, 0), Settings(), 1)[1]
     assert out is not None and not hasattr(out, "key")
     assert out.reason == "processing_error" and "ZeroDivisionError" in out.detail  # type: ignore[union-attr]
 
 
 def test_a_tombstone_is_dead_lettered_with_a_clear_reason() -> None:
-    from streams.frames.steps import route_hook_record
+    from streams.frames.routing import route_record
     from streams.model.position import Position
 
-    out = route_hook_record(None, Position("t", 0, 1, 0), Settings(), 1)
+    out = route_record(None, Position("t", 0, 1, 0), Settings(), 1)[1]
     assert out is not None and out.reason == "malformed_json" and "tombstone" in out.detail  # type: ignore[union-attr]
 
 
@@ -207,14 +165,14 @@ def test_worker_logs_have_no_colour_codes_when_piped() -> None:
         assert fmt.format(rec) == "hello"
 
 
-async def test_a_commit_between_a_fetch_and_its_after_step_sends_its_dead_letters_first(h: Any) -> None:
-    # the handler acks its records; faust's commit timer may run before the fetch loop's after-step
+async def test_a_commit_between_a_fetch_and_its_after_records_hook_sends_its_dead_letters_first(h: Any) -> None:
+    # the handler acks its records; faust's commit timer may run before the fetch loop's after-records hook
     # (it awaits the producer): the before-commit flush must then hand the dead letters to the producer
     tp = TP(h.topics.hook_events, 0)
-    h.on_records(tp, [Rec(tp.topic, 0, 0, 1_790_000_000_000, b"kg:1", b"{not json")])
+    h.worker.on_records(tp, [Rec(tp.topic, 0, 0, 1_790_000_000_000, b"kg:1", b"{not json")])
     await run_before_commit(h.app)
     assert [json.loads(v)["reason"] for v in sent(h, h.topics.dead_letter)] == ["malformed_json"]
-    await h.after_records()  # sent once, not again
+    await h.worker.after_records()  # sent once, not again
     assert len(sent(h, h.topics.dead_letter)) == 1
 
 
@@ -275,9 +233,9 @@ async def test_a_body_event_key_that_starts_like_a_marker_is_restored_with_its_p
     for t, _p, k, v in h.fake.sent:
         if t == h.table.changelog_topic_name:
             h.table.data[k] = v  # what faust's restore of the changelog puts in the table
-    h.cores.clear()  # the next record of partition 0 restores its core from the table
+    h.worker.steps.clear()  # the next record of partition 0 restores its core from the table
     await deliver(h, 0, [hook(x, 1300, "b")])
-    assert key_of(x) in h.cores[0].state
+    assert key_of(x) in h.worker.steps[0].core.state
     await run_before_commit(h.app)
     out = [frame_event_from_json(v) for v in sent(h, h.topics.frames)]
     assert [(fe.kind, fe.frame_id, fe.capture.event_id) for fe in out] == [("created", "a", "a"), ("touched", "a", "b")]

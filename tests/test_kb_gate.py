@@ -1,6 +1,6 @@
 """The KnowHub derivation's gate on decoded events (streams.experiences.from_hooks.may_derive).
 
-The worker used to skip a record for the KnowHub step when its bytes held none of a few markers
+The worker used to skip a record for the KnowHub derivation when its bytes held none of a few markers
 (``kb_``, ``KB_``, ``"hook"``, …), while ``hivestream kb run`` derived every record: a tool named
 ``kB_search`` or a name written with JSON escapes was derived by one and not the other. The gate
 now reads the decoded event, and is only a shortcut: where it says no, the derivation without it
@@ -18,8 +18,8 @@ from hypothesis import strategies as st
 
 import streams.experiences.from_hooks as from_hooks
 from streams.experiences.from_hooks import KbDeriver, may_derive
+from streams.experiences.routing import route_kb_record
 from streams.experiences.settings import KbSettings
-from streams.experiences.steps import route_kb_record
 from streams.model.decode import decode_hook_record
 from streams.model.events import HookEvent
 from streams.model.position import Position

@@ -111,7 +111,8 @@ def test_the_cli_installs_hook_and_plugin_and_refuses_what_knowhub_cannot_do(hom
     assert r.exit_code == 0, r.output
     assert (home / ".openclaw" / "hooks" / "hivestream" / "handler.ts").is_file()
     assert (home / ".openclaw" / "extensions" / PLUGIN_ID / "index.js").is_file()
-    for args, why in ((["claude-code", "--knowhub"], "not available for claude-code"), (["openclaw", "--knowhub", "--scope", "project"], "user scope only")):
+    for args, why in ((["gemini", "--knowhub"], "for claude-code, codex or openclaw, not 'gemini'"),
+                      (["openclaw", "--knowhub", "--scope", "project"], "user scope only")):
         r = run(app, ["hooks", "install", *args])
         assert r.exit_code == 2 and why in r.output, r.output
     assert not (home / ".claude").exists() and not (Path.cwd() / "hooks" / "hivestream").exists()  # refused before writing anything

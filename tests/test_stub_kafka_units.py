@@ -1,4 +1,4 @@
-"""The stub Kafka path without a broker: routing, the per-partition step with a restart, the
+"""The stub Kafka path without a broker: routing, the per-partition matcher with a restart, the
 projector's fold under any interleaving of partitions, equal to the embedded runner."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from streams.model.position import Position
 from streams.stubs.events import StubDeleted, parse_stub_event
 from streams.stubs.outcome import MessageProcessed, parse_output_record
 from streams.stubs.output_fold import OutputFold
-from streams.stubs.partition_step import Emit, StubPartitionStep
+from streams.stubs.partition import Emit, StubPartition
 from streams.stubs.routing import route_stub_line
 from tests.stub_kafka_scenario import CHANNELS, embedded, stub_scenario, stub_tables, write_scenario
 from tests.test_stub_projection import POLICY, T0, msg, refresh, stub
@@ -38,8 +38,8 @@ def test_routing_keys_by_channel_and_broadcasts_global_stubs() -> None:
 
 
 def run_partitions(lines: list[bytes], n: int, rng: random.Random, restarts: bool) -> dict[int, list[Emit | DeadLetter]]:
-    """Route ``lines`` over ``n`` partitions and run each partition's step; with ``restarts`` the
-    step is rebuilt from its store at random points and re-processes a few records (at-least-once)."""
+    """Route ``lines`` over ``n`` partitions and run each partition; with ``restarts`` the
+    partition is rebuilt from its store at random points and re-processes a few records (at-least-once)."""
     parts: dict[int, list[bytes]] = {p: [] for p in range(n)}
     for raw in lines:
         for p in route_stub_line(raw, n).partitions:
@@ -47,14 +47,14 @@ def run_partitions(lines: list[bytes], n: int, rng: random.Random, restarts: boo
     store: dict[str, object] = {}
     out: dict[int, list[Emit | DeadLetter]] = {}
     for p, recs in parts.items():
-        step = StubPartitionStep(p, POLICY, store)
+        part = StubPartition(p, POLICY, store)
         emitted: list[Emit | DeadLetter] = []
         off = 0
         while off < len(recs):
-            emitted += step.process(recs[off], Position(TOPIC, p, off, 0), T0)
+            emitted += part.process(recs[off], Position(TOPIC, p, off, 0), T0)
             off += 1
             if restarts and off < len(recs) and rng.random() < 0.05:
-                step = StubPartitionStep(p, POLICY, store)  # a new worker takes over from the committed offset
+                part = StubPartition(p, POLICY, store)  # a new worker takes over from the committed offset
                 off = max(0, off - rng.randint(1, 6))
         out[p] = emitted
     return out
@@ -114,31 +114,31 @@ def test_kafka_path_equals_the_embedded_runner_in_any_interleaving(tmp_path: Pat
         assert got[table] == want[table], table
 
 
-def test_a_restarted_step_re_emits_what_it_emitted_the_first_time() -> None:
+def test_a_restarted_partition_re_emits_what_it_emitted_the_first_time() -> None:
     v = np.ones(16)
     store: dict[str, object] = {}
-    step = StubPartitionStep(0, POLICY, store)
+    part = StubPartition(0, POLICY, store)
     up = stub(1, "alpha", v, T0).model_dump_json().encode()
     m = msg("m1", "alpha", v, T0 + 1).model_dump_json().encode()
-    first = step.process(up, Position(TOPIC, 0, 0, 0), T0) + step.process(m, Position(TOPIC, 0, 1, 0), T0)
-    again = StubPartitionStep(0, POLICY, store).process(m, Position(TOPIC, 0, 1, 0), T0)
+    first = part.process(up, Position(TOPIC, 0, 0, 0), T0) + part.process(m, Position(TOPIC, 0, 1, 0), T0)
+    again = StubPartition(0, POLICY, store).process(m, Position(TOPIC, 0, 1, 0), T0)
     assert [e for e in first[1:]] == again and len(again) == 2
     done = parse_output_record(again[-1].value) if isinstance(again[-1], Emit) else None
     assert isinstance(done, MessageProcessed) and done.match_count == 1
     assert parse_stub_event(first[0].value if isinstance(first[0], Emit) else b"").event_id == parse_stub_event(up).event_id
 
 
-def test_bad_records_are_dead_lettered_once_and_the_step_goes_on() -> None:
+def test_bad_records_are_dead_lettered_once_and_the_partition_goes_on() -> None:
     v = np.ones(16)
-    steps = [StubPartitionStep(p, POLICY, {}) for p in range(2)]
+    parts = [StubPartition(p, POLICY, {}) for p in range(2)]
     zero_global = stub(5, None, np.zeros(16), T0).model_dump_json().encode()
-    outs = [s.process(zero_global, Position(TOPIC, s.partition, 0, 0), T0) for s in steps]
+    outs = [s.process(zero_global, Position(TOPIC, s.partition, 0, 0), T0) for s in parts]
     assert len(outs[0]) == 1 and isinstance(outs[0][0], DeadLetter) and "zero_vector" in outs[0][0].detail
     assert outs[1] == []  # partition 0 reports the broadcast copy
     for bad in (None, b"", b"{x", b'{"type": "nope"}'):
-        out = steps[0].process(bad, Position(TOPIC, 0, 1, 0), T0)
+        out = parts[0].process(bad, Position(TOPIC, 0, 1, 0), T0)
         assert len(out) == 1 and isinstance(out[0], DeadLetter)
-    ok = steps[0].process(stub(1, "alpha", v, T0).model_dump_json().encode(), Position(TOPIC, 0, 2, 0), T0)
+    ok = parts[0].process(stub(1, "alpha", v, T0).model_dump_json().encode(), Position(TOPIC, 0, 2, 0), T0)
     assert len(ok) == 1 and isinstance(ok[0], Emit)
 
 
@@ -152,10 +152,10 @@ def test_state_restored_ahead_of_the_offset_re_emits_state_events_instead_of_app
                refresh(9, None, v, T0 + 3)]
     raws = [r.model_dump_json().encode() for r in records]
     store: dict[str, object] = {}
-    step = StubPartitionStep(0, POLICY, store)
-    first = [step.process(raw, Position(TOPIC, 0, off, 0), T0) for off, raw in enumerate(raws)]
+    part = StubPartition(0, POLICY, store)
+    first = [part.process(raw, Position(TOPIC, 0, off, 0), T0) for off, raw in enumerate(raws)]
     assert [type(o[0]) for o in first] == [Emit, Emit, Emit, DeadLetter] and "unknown_stub" in first[3][0].detail  # type: ignore[union-attr]
-    restarted = StubPartitionStep(0, POLICY, store)
+    restarted = StubPartition(0, POLICY, store)
     again = [restarted.process(raw, Position(TOPIC, 0, off, 0), T0) for off, raw in enumerate(raws) if off >= 1]
     assert again == first[1:]
     later = restarted.process(refresh(4, None, v, T0 + 4).model_dump_json().encode(), Position(TOPIC, 0, 4, 0), T0)

@@ -19,8 +19,8 @@ from streams.importers.transcript_tail import FALLBACK_KEY, last_reply, with_tra
 from streams.ingest.payloads import to_event
 from streams.model.adapters.openclaw_plugin import PLUGIN_HOOKS
 from streams.model.workspace import workspace_name
-from tests.corpus import CORPUS
 from tests.hook_stand import AnswerStand, hook
+from tests.session_sets import SessionSet
 
 T0 = 1_790_000_000_000
 SLUG = "/home/ana/.claude/projects/-home-ana-tidepool/4d56.jsonl"
@@ -169,9 +169,8 @@ def test_compaction_summaries_subagent_tasks_and_the_ids_are_kept(tmp_path: Path
                           WHERE s.native_event = 'SessionEnd'""").fetchone() == ("session-end", "prompt_input_exit")
 
 
-@pytest.mark.skipif(not CORPUS.exists(), reason="shared/corpus is not beside the repository")
-def test_run_on_a_transcript_keeps_its_compaction_summary_and_the_subagent_task(tmp_path: Path) -> None:
-    src = CORPUS / "claude-code" / "spotter-s2-ae4a77f8-main-manualcompact.jsonl"
+def test_run_on_a_transcript_keeps_its_compaction_summary_and_the_subagent_task(tmp_path: Path, sessions: SessionSet) -> None:
+    src = sessions.path("manual_main")
     run_files([src], tmp_path / "t.duckdb")
     con = duckdb.connect(str(tmp_path / "t.duckdb"), read_only=True)
     summary = con.execute("SELECT content FROM frames WHERE event_type = 'compact-summary'").fetchall()

@@ -28,6 +28,7 @@ from hivestream.cli.ingest import register as register_ingest
 from hivestream.cli.kafka_path import register as register_kafka_path
 from hivestream.cli.kb import kb_app
 from hivestream.cli.lag import register as register_lag
+from hivestream.cli.mcp import register as register_mcp
 from hivestream.cli.run_opts import BatchOpt, KeyOpt, WindowOpt, dedup_settings, expand_or_exit
 from hivestream.cli.serve import register as register_serve
 from hivestream.cli.stubs import stubs_app
@@ -52,6 +53,7 @@ register_ingest(app)  # ingest, hook, hooks install|uninstall (issue 10)
 register_lag(app)
 register_topics(app)  # topics [--check]
 register_serve(app)  # serve (issue 21)
+register_mcp(app)
 out = Console(width=max(100, Console().width))
 err = Console(stderr=True)
 

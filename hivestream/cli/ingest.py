@@ -122,7 +122,8 @@ def install(
     scope: Annotated[str, typer.Option("--scope", help="user (~/.claude, ~/.codex, ~/.openclaw) or project (./.claude, ./.codex)")] = "user",
     command: Annotated[bool, typer.Option("--command", help="Claude Code: command hooks ('hivestream hook claude-code', async) instead of http")] = False,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="print the change, write nothing")] = False,
-    knowhub: Annotated[bool, typer.Option("--knowhub", help="openclaw: also install the KnowHub plugin (tools, reminders) pointing at --url")] = False,
+    knowhub: Annotated[bool, typer.Option("--knowhub", help="also install KnowHub for agents pointing at --url: claude-code, codex: the MCP "
+                                                            "server (URL/mcp), a SessionStart reminder and the skill guide; openclaw: the plugin")] = False,
 ) -> None:
     """Write the runtime's hook configuration (merged, backed up, idempotent)."""
     from hivestream.hooks.install import apply
@@ -130,7 +131,7 @@ def install(
     if knowhub and _knowhub_refused(runtime, scope):
         raise typer.Exit(2)
     code = apply(runtime, install=True, url=url, scope=scope, command=command, dry_run=dry_run, home=_home())
-    raise typer.Exit(_knowhub(knowhub, code, install=True, url=url, scope=scope, dry_run=dry_run))
+    raise typer.Exit(_knowhub(knowhub, code, runtime, install=True, url=url, scope=scope, dry_run=dry_run))
 
 
 @hooks_app.command("uninstall")
@@ -138,7 +139,7 @@ def uninstall(
     runtime: Annotated[str, typer.Argument(help="claude-code, codex or openclaw")],
     scope: Annotated[str, typer.Option("--scope", help="user or project")] = "user",
     dry_run: Annotated[bool, typer.Option("--dry-run", help="print the change, write nothing")] = False,
-    knowhub: Annotated[bool, typer.Option("--knowhub", help="openclaw: also remove the KnowHub plugin")] = False,
+    knowhub: Annotated[bool, typer.Option("--knowhub", help="also remove what --knowhub installed")] = False,
 ) -> None:
     """Remove hivestream's hooks, leaving the user's own hooks as they were."""
     from hivestream.hooks.install import apply
@@ -146,27 +147,32 @@ def uninstall(
     if knowhub and _knowhub_refused(runtime, scope):
         raise typer.Exit(2)
     code = apply(runtime, install=False, url="", scope=scope, command=False, dry_run=dry_run, home=_home())
-    raise typer.Exit(_knowhub(knowhub, code, install=False, url="", scope=scope, dry_run=dry_run))
+    raise typer.Exit(_knowhub(knowhub, code, runtime, install=False, url="", scope=scope, dry_run=dry_run))
 
 
 def _knowhub_refused(runtime: str, scope: str) -> bool:
-    """True (after one error line) when ``--knowhub`` cannot apply: a runtime other than OpenClaw, or a project scope."""
-    if runtime != "openclaw":
-        print(f"error: --knowhub is not available for {runtime} here; it installs OpenClaw's KnowHub plugin", file=sys.stderr)
-    elif scope != "user":
+    """True (after one error line) when ``--knowhub`` cannot apply: an unknown runtime, or OpenClaw's project scope."""
+    if runtime not in ("claude-code", "codex", "openclaw"):
+        print(f"error: --knowhub is for claude-code, codex or openclaw, not {runtime!r}", file=sys.stderr)
+    elif runtime == "openclaw" and scope != "user":
         print("error: --knowhub installs the OpenClaw plugin for the user scope only (OpenClaw's global plugin root)", file=sys.stderr)
     else:
         return False
     return True
 
 
-def _knowhub(knowhub: bool, code: int, *, install: bool, url: str, scope: str, dry_run: bool) -> int:
-    """The exit code after ``--knowhub``'s part (the OpenClaw plugin), run when the hooks' part succeeded."""
+def _knowhub(knowhub: bool, code: int, runtime: str, *, install: bool, url: str, scope: str, dry_run: bool) -> int:
+    """The exit code after ``--knowhub``'s part (the OpenClaw plugin; for Claude Code and Codex the MCP
+    server, the reminder and the skill guide), run when the hooks' part succeeded."""
     if not knowhub or code != 0:
         return code
-    from hivestream.hooks.openclaw_plugin import apply_plugin
+    if runtime == "openclaw":
+        from hivestream.hooks.openclaw_plugin import apply_plugin
 
-    return apply_plugin(install=install, url=url, scope=scope, dry_run=dry_run, home=_home())
+        return apply_plugin(install=install, url=url, scope=scope, dry_run=dry_run, home=_home())
+    from hivestream.hooks.knowhub_install import apply_knowhub
+
+    return apply_knowhub(runtime, install=install, url=url, scope=scope, dry_run=dry_run, home=_home())
 
 
 def _home() -> Path:

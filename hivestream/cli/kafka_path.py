@@ -150,7 +150,7 @@ def worker(
     start when its state (the changelog topics) was built for another count.
     """
     from streams.kafka.topics import Topics
-    from streams.workers.hooks import create_app, run_worker
+    from streams.workers.frames import create_app, run_worker
 
     s = kafka_settings(namespace, partitions, window_ms=window_ms, key_strategy=key_strategy, replication_factor=replication_factor)
     conn = kafka_connection(bootstrap, kafka_config)

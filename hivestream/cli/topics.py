@@ -35,7 +35,7 @@ def expected_topics(s: Settings, conn: KafkaConnection) -> tuple[list[TopicSpec]
     """
     from streams.kafka.topics import Topics
     from streams.stubs.settings import MatchPolicy
-    from streams.workers.hooks import create_app
+    from streams.workers.frames import create_app
     from streams.workers.stubs import create_stub_app
 
     t = Topics(s.topic_namespace)

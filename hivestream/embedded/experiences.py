@@ -1,7 +1,7 @@
 """The embedded KnowHub runner: hook-event files → KnowHub events → DuckDB, in one process.
 
-The same pure steps as the Kafka path (:func:`streams.experiences.steps.route_kb_record`,
-:func:`~streams.experiences.steps.run_extraction`, :class:`~streams.experiences.fold.KbFold`,
+The same pure routing as the Kafka path (:func:`streams.experiences.routing.route_kb_record`,
+:func:`~streams.experiences.routing.run_extraction`, :class:`~streams.experiences.fold.KbFold`,
 :class:`~projections.experiences.sink.KbSink`); positions per input file, the dedup state and the
 reminder counters are stored with each batch, so running a file again applies nothing twice.
 """
@@ -18,8 +18,8 @@ from streams.experiences.events import KbEvent
 from streams.experiences.extract import Completer
 from streams.experiences.fold import KbFold
 from streams.experiences.from_hooks import ExtractionRequest, KbDeriver
+from streams.experiences.routing import route_kb_record, run_extraction
 from streams.experiences.settings import KbSettings
-from streams.experiences.steps import route_kb_record, run_extraction
 from streams.importers.files import read_lines
 from streams.model.clock import Clock, wall_clock_ms
 from streams.model.deadletter import DeadLetter

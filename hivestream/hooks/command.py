@@ -220,6 +220,8 @@ def _number(text: str | None, kind: type[float] | type[int], default: float, low
 def main(argv: list[str]) -> int:
     """Run ``hivestream hook`` with ``argv`` (the words after ``hook``); returns the exit code.
 
+    ``session-start``: print the KnowHub start-of-task reminder as ``SessionStart`` hook output
+    (:mod:`hivestream.hooks.knowhub_reminder`); always 0.
     ``RUNTIME [--url U] [--spool-dir D] [--timeout S] [--flush-max N] [--chain JSON] [--detach] [PAYLOAD]``:
     always 0 (``--detach``: the post and any spooling go on in a detached child after the payload
     was read). A ``--timeout`` outside 0.05..600 s or not a number is the default 2 s, a
@@ -236,6 +238,11 @@ def main(argv: list[str]) -> int:
         print("usage: hivestream hook RUNTIME|flush [--url U] [--spool-dir D] [--timeout S] [PAYLOAD]", file=sys.stderr)
         return 0
     runtime = rest[0]
+    if runtime == "session-start":  # the KnowHub reminder (``--knowhub``): prints hook output, posts nothing
+        from hivestream.hooks.knowhub_reminder import main as reminder
+
+        return reminder()
+
     def send(rt: str, payload: bytes) -> tuple[int, bytes]:
         return post(url, rt, payload, token, timeout_s)
 

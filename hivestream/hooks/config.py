@@ -8,6 +8,9 @@
   handler (every key and value as they wrote it), never by a URL or a command that merely looks
   like hivestream's. So installing removes its earlier handlers first (idempotent, a changed URL
   replaces the old one) and uninstalling removes only them, dropping groups and events it emptied.
+  Two sets are kept apart: the capture hooks (``hooks install``) and the KnowHub reminder
+  (``--knowhub``: a ``SessionStart`` command hook running ``hivestream hook session-start``,
+  :func:`is_knowhub`); each install or uninstall touches its own set only.
 * Codex's legacy ``notify`` (``config.toml``): one top-level line ``notify = [argv...]``; an
   existing program is kept as ``--chain JSON`` so it still runs and comes back on uninstall.
 """
@@ -15,9 +18,11 @@
 from __future__ import annotations
 
 import copy
+import itertools
 import json
 import re
 import tomllib
+from collections.abc import Callable
 from typing import Any
 
 from streams.ingest.hook_output import RUNTIME_HOOK_HEADER
@@ -76,6 +81,30 @@ def is_ours(handler: Any) -> bool:
     return _legacy(handler)
 
 
+def is_knowhub(handler: Any) -> bool:
+    """True for hivestream's KnowHub reminder hook: a ``command`` handler of hivestream's running
+    ``hook session-start`` (:func:`session_start_handler`)."""
+    if not (is_ours(handler) and handler.get("type") == "command"):
+        return False
+    words = str(handler.get("command")).split()
+    return any(a == "hook" and b == KNOWHUB_HOOK for a, b in itertools.pairwise(words))
+
+
+def is_capture(handler: Any) -> bool:
+    """True for hivestream's capture hooks: ours and not the KnowHub reminder."""
+    return is_ours(handler) and not is_knowhub(handler)
+
+
+KNOWHUB_HOOK = "session-start"
+"""The ``hivestream hook`` word of the KnowHub reminder (:mod:`hivestream.hooks.knowhub_reminder`)."""
+
+
+def session_start_handler(exe: str, timeout_s: int = 10) -> dict[str, Any]:
+    """The ``SessionStart`` command hook printing the KnowHub start-of-task reminder (``exe hook
+    session-start`` with hivestream's marker argument; synchronous, since its output is the context)."""
+    return {"type": "command", "command": f"{_quote(exe)} hook {KNOWHUB_HOOK} {MARK_ARG}", "timeout": timeout_s}
+
+
 def http_handler(url: str, runtime: str, timeout_s: int = 5, *, token: bool = True) -> dict[str, Any]:
     """A Claude Code ``http`` hook posting to ``url/v1/hooks/runtime`` with hivestream's marker
     header and, with ``token``, the bearer token from ``$HIVESTREAM_INGEST_TOKEN`` (listed in
@@ -105,9 +134,10 @@ def _quote(s: str) -> str:
     return s if re.fullmatch(r"[\w@%+=:,./-]+", s) else "'" + s.replace("'", "'\"'\"'") + "'"
 
 
-def remove_ours(settings: dict[str, Any]) -> dict[str, Any]:
-    """A copy of ``settings`` without hivestream's handlers (groups and events left empty by that
-    removal are dropped; the user's own entries are kept as they are)."""
+def remove_ours(settings: dict[str, Any], which: Callable[[Any], bool] = is_capture) -> dict[str, Any]:
+    """A copy of ``settings`` without hivestream's handlers of one set (``which``: the capture hooks
+    by default, :func:`is_knowhub` for the reminder); groups and events left empty by that removal
+    are dropped, the user's own entries and hivestream's other set are kept as they are."""
     out = copy.deepcopy(settings)
     hooks = out.get("hooks")
     if not isinstance(hooks, dict):
@@ -118,8 +148,8 @@ def remove_ours(settings: dict[str, Any]) -> dict[str, Any]:
             continue
         kept = []
         for g in groups:
-            if isinstance(g, dict) and isinstance(g.get("hooks"), list) and any(is_ours(h) for h in g["hooks"]):
-                rest = [h for h in g["hooks"] if not is_ours(h)]
+            if isinstance(g, dict) and isinstance(g.get("hooks"), list) and any(which(h) for h in g["hooks"]):
+                rest = [h for h in g["hooks"] if not which(h)]
                 if rest:
                     kept.append({**g, "hooks": rest})
             else:
@@ -133,15 +163,16 @@ def remove_ours(settings: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def add_ours(settings: dict[str, Any], events: dict[str, str | None], handler_for: dict[str, dict[str, Any]]) -> dict[str, Any]:
+def add_ours(settings: dict[str, Any], events: dict[str, str | None], handler_for: dict[str, dict[str, Any]],
+             which: Callable[[Any], bool] = is_capture) -> dict[str, Any]:
     """``settings`` with hivestream's handlers (``handler_for[event]``) for ``events``, replacing
-    any earlier ones.
+    any earlier ones of the same set (``which``, as :func:`remove_ours`).
 
     Raises:
         ValueError: when ``settings["hooks"]`` exists but is not an object, or an event's value is
             not a list (the user's file is left for them to fix).
     """
-    out = remove_ours(settings)
+    out = remove_ours(settings, which)
     hooks = out.setdefault("hooks", {})
     if not isinstance(hooks, dict):
         raise ValueError("'hooks' must be a JSON object")

@@ -26,6 +26,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from aiohttp import web
 
@@ -48,6 +49,9 @@ from streams.kafka.topics import Topics
 from streams.model.clock import Clock, wall_clock_ms
 from streams.model.deadletter import DeadLetter, Reason, RejectedInput
 from streams.settings import Settings
+
+if TYPE_CHECKING:
+    from hivestream.mcp.agent_api import AgentApi
 
 log = logging.getLogger("hivestream.serve")
 
@@ -136,8 +140,8 @@ def dead_letter_torn(hook_log: HookLog, clock: Clock) -> None:
 
 
 async def serve_async(cfg: ServeConfig, stop: asyncio.Event, on_ready: Callable[[int], None] | None = None,
-                      completer: Completer | None = None, clock: Clock = wall_clock_ms) -> None:
-    """Run serve until ``stop`` is set.
+                      completer: Completer | None = None, clock: Clock = wall_clock_ms, agent_api: AgentApi | None = None) -> None:
+    """Run serve until ``stop`` is set (with ``/mcp`` over ``agent_api`` when given).
 
     Raises:
         hivestream.ingest.server.ConfigError: a non-loopback bind without tokens.
@@ -159,14 +163,14 @@ async def serve_async(cfg: ServeConfig, stop: asyncio.Event, on_ready: Callable[
             on_ready(port)
 
     try:
-        await _serve(cfg, stop, ready, completer, clock, undo)
+        await _serve(cfg, stop, ready, completer, clock, undo, agent_api)
     except BaseException:
         undo.remove()
         raise
 
 
 async def _serve(cfg: ServeConfig, stop: asyncio.Event, on_ready: Callable[[int], None], completer: Completer | None, clock: Clock,
-                 undo: StartUndo) -> None:
+                 undo: StartUndo, agent_api: AgentApi | None = None) -> None:
     hook_log = HookLog(cfg.log_dir, max_bytes=cfg.log_max_bytes, segment_bytes=cfg.segment_bytes)
     undo.log_held = True
     try:
@@ -199,7 +203,7 @@ async def _serve(cfg: ServeConfig, stop: asyncio.Event, on_ready: Callable[[int]
             sink = LogSink(hook_log, Topics(http.namespace), progress, db=cfg.db.name, retry_after_s=http.retry_after_s,
                            headroom_bytes=2 * http.max_body_bytes, clock=clock)
             mount = None if cfg.api is None else cfg.api(ServeReads(gate, lambda: progress.applied, lambda: hook_log.durable()[0]))
-            await server.serve(http, stop, ready, sink=sink, name="serve", mount=mount)
+            await server.serve(http, stop, ready, sink=sink, name="serve", mount=mount, agent_api=agent_api)
         finally:
             remove_marker(cfg.db, token)
             if read_runner is not None:

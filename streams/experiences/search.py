@@ -45,6 +45,7 @@ __all__ = [
     "SEARCHABLE_STATUSES",
     "SearchDoc",
     "SearchHit",
+    "escape_text",
     "format_json",
     "format_prompt",
     "search",
@@ -172,6 +173,12 @@ def _escape(text: str) -> str:
     """Escape ``&``, ``<``, ``>`` and quotes, then neutralise the block tag name in any case."""
     escaped = html.escape(text, quote=True)
     return _BLOCK_TAG_RE.sub(lambda m: m.group(0).replace("-", "&#45;"), escaped)
+
+
+def escape_text(text: str) -> str:
+    """``text`` escaped as :func:`format_prompt` escapes every data field (``&<>"'`` as HTML entities,
+    the block's tag name neutralised in any case): for other blocks handed to a model (the MCP tools)."""
+    return _escape(text)
 
 
 def format_prompt(hits: Sequence[SearchHit]) -> str:

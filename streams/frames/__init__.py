@@ -2,8 +2,8 @@
 
 Pure core: :mod:`~streams.frames.capture` (hook event → capture: prefix, hash, key),
 :mod:`~streams.frames.dedup` (the per-key window with key-group watermarks),
-:mod:`~streams.frames.steps` (what one ``hook-events`` record becomes), :mod:`~streams.frames.codec`
-(the ``frames`` topic records). Kafka agent: :mod:`~streams.workers.hooks` (faust). Projection:
+:mod:`~streams.frames.routing` (what one hook event becomes, on every path), :mod:`~streams.frames.codec`
+(the ``frames`` topic records). Kafka worker: :mod:`~streams.workers.frames` (faust). Projection:
 ``projections/frames/rows.py``, ``projections/frames/sink.py``, ``projections/frames/projector.py``; embedded runner:
 ``hivestream/embedded/frames.py``.
 """

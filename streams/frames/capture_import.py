@@ -1,9 +1,8 @@
 """Importer items → capture outcomes: the per-event work of ``hivestream run`` before dedup (pure).
 
-The embedded runner reads a file's items (:mod:`streams.importers.files`), validates each event
-into a :class:`~streams.frames.capture.Capture` (:func:`~streams.frames.capture.to_capture`) and
-notes its memory tool call (:func:`~streams.memory_calls.memory_call`); only the dedup core and
-the sink need the runner's state. :func:`outcomes` does the stateless part and says what each
+The embedded runner reads a file's items (:mod:`streams.importers.files`) and routes each as the
+Kafka worker does (:func:`streams.frames.routing.route_event`: a capture, a skipped event or a
+rejection, and its memory tool call); only the dedup core and the sink need the runner's state. :func:`outcomes` does the stateless part and says what each
 item became, so the same function runs in the runner's process (``--jobs 0``) or in forked
 import processes (``--jobs N``, :class:`streams.importers.ordered_pool.OrderedPool` over
 :func:`file_tasks` / :func:`task_outcomes`), and both give the runner the same sequence.
@@ -20,10 +19,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from streams.frames.capture import Capture, capture_outcome
+from streams.frames.capture import Capture, Skipped
 from streams.frames.fast_capture import line_capture
+from streams.frames.routing import route_event
 from streams.importers.files import CHUNK_BYTES, Item, import_file, split_lines
-from streams.memory_calls import DEFAULT_RULES, MemoryToolCall, ToolRule, memory_call
+from streams.memory_calls import DEFAULT_RULES, MemoryToolCall, ToolRule
 from streams.model import fastpath
 from streams.model.body_hash import KeyStrategy
 from streams.model.deadletter import Reason, RejectedInput
@@ -80,15 +80,15 @@ def outcomes(items: Iterable[Item], opts: CaptureOptions, file_id: int) -> Itera
 
 
 def item_outcome(off: int, raw: bytes, item: HookEvent | RejectedInput, opts: CaptureOptions, file_id: int) -> Outcome:
-    """What one importer item becomes (see :func:`outcomes`); never raises on data."""
-    if isinstance(item, RejectedInput):
-        return off, "d", raw, (str(item.reason), item.detail, ""), None
-    call = memory_call(item, opts.rules)
-    try:
-        out = capture_outcome(item, strategy=opts.strategy, max_body_bytes=opts.max_body_bytes, partition=file_id, offset=off)
-    except RejectedInput as e:
-        return off, "e", raw, (str(e.reason), e.detail, item.event_id), call
-    return (off, "c", None, out, call) if isinstance(out, Capture) else (off, "n", None, out, call)
+    """What one importer item becomes (see :func:`outcomes`): :func:`streams.frames.routing.route_event`'s
+    result as an outcome; never raises on data."""
+    res, call = route_event(item, opts.strategy, opts.max_body_bytes, file_id, off, opts.rules)
+    if isinstance(res, Capture):
+        return off, "c", None, res, call
+    if isinstance(res, Skipped):
+        return off, "n", None, res, call
+    err = res.error
+    return off, "d" if isinstance(item, RejectedInput) else "e", raw, (str(err.reason), err.detail, res.event_id), call
 
 
 def hook_outcomes(lines: Iterable[bytes], start: int, opts: CaptureOptions, file_id: int) -> Iterator[Outcome]:

@@ -1,6 +1,6 @@
 """The frames worker's dedup state on a changelog topic: what one flush writes, in a prefix-safe order, and the restore.
 
-The frames worker (:mod:`streams.workers.hooks`) keeps each partition's
+The frames worker (:mod:`streams.workers.frames`) keeps each partition's
 :class:`~streams.frames.dedup.DedupCore` state in a :class:`~streams.model.tracked_state.TrackedState`
 in front of the faust table ``dedup-state``, and writes the keys changed since the last flush to the
 table's changelog topic right before faust commits offsets (and when the partition is revoked). A
@@ -57,7 +57,8 @@ had, not by its own: a retry stamped with a later receive time moves nothing, as
 An entry written before the frames kept their absorbed captures' times moves no watermark when read
 again, so a flush cut during the upgrade is covered only once the entries were rewritten.
 
-Pure: the worker does the I/O (it encodes each value with orjson; ``None`` is a tombstone).
+Pure: the worker does the I/O (:class:`streams.kafka.partitioned_worker.PartitionedWorker` writes the
+records in this order, each value encoded with orjson; ``None`` is a tombstone).
 """
 
 from __future__ import annotations
@@ -66,7 +67,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from streams.frames.dedup import DedupCore
-from streams.model.tracked_state import TrackedState
+from streams.model.tracked_state import TrackedState, drain_changes
 
 MARKER_PREFIX = "~watermarks:"  # + the partition number (is_marker_key: a dedup key may start with it too)
 _PARTITION_DIGITS = 10  # a Kafka partition number is below 2**31
@@ -178,16 +179,15 @@ class PartitionChangelog:
             the changelog holds none), the changed and deleted dedup keys by key, the closing
             marker; empty when no key changed and the watermarks are the ones written last.
         """
-        upserts, deletes = self.state.drain()
+        changes = drain_changes(self.state)
         now = dict(self.core.group_max)
         last = self._base if self._written is None else self._written
-        if not upserts and not deletes and now == last:
+        if not changes and now == last:
             return []
         out: Records = []
         if self._written is None:
             out.append((self.key, marker_value(self._base)))
-        changes: Records = [*upserts.items(), *((k, None) for k in deletes)]
-        out += sorted(changes, key=lambda kv: kv[0])
+        out += changes
         out.append((self.key, marker_value(now)))
         self._written = now
         return out

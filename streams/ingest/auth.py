@@ -35,7 +35,7 @@ class Scope(StrEnum):
     HOOKS = "hooks"
     """Post hook events and KnowHub event lines other than reviews (a gateway, an agent's hooks); never read memory."""
     AGENT = "agent"
-    """The agent API: search, submit and read experiences, request an extraction, recall frames (``/api/*`` but review)."""
+    """The agent API: search, submit and read experiences, request an extraction, recall frames (``/api/*`` but review, and ``/mcp``)."""
     REVIEW = "review"
     """Review: list pending experiences, approve or reject one (``/api/pending|approve|reject``, ``experience-reviewed`` events)."""
     READ = "read"

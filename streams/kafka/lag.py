@@ -24,7 +24,7 @@ class PartitionLag:
 
 
 def worker_group(namespace: str, frames_version: str = "") -> str:
-    """The consumer group of the frames workers (the faust app id, :func:`streams.workers.hooks.build_app`)."""
+    """The consumer group of the frames workers (the faust app id, :func:`streams.workers.frames.create_app`)."""
     return f"{namespace}-dedup" + (f"-{frames_version}" if frames_version else "")
 
 

@@ -6,7 +6,8 @@ batch (the role a faust table's changelog topic plays on Kafka).
 
 from __future__ import annotations
 
-from collections.abc import ItemsView, Iterator, MutableMapping
+from collections.abc import Callable, ItemsView, Iterator, MutableMapping
+from operator import itemgetter
 from typing import Any
 
 
@@ -52,3 +53,17 @@ class TrackedState(MutableMapping[str, Any]):
         deletes = [k for k in self._changed if k not in self._data]
         self._changed.clear()
         return upserts, deletes
+
+
+def drain_changes(state: TrackedState, order: Callable[[str], Any] | None = None) -> list[tuple[str, Any | None]]:
+    """The keys of ``state`` changed since its last :meth:`~TrackedState.drain`, as ``(key, value)``
+    pairs (``None`` for a deleted key), sorted by ``order(key)`` (default: by key; ties keep the
+    set keys before the deleted ones): what a worker writes to its changelog, in the pipeline's
+    prefix-safe order."""
+    upserts, deletes = state.drain()
+    changes: list[tuple[str, Any | None]] = [*upserts.items(), *((k, None) for k in deletes)]
+    if order is None:
+        changes.sort(key=itemgetter(0))
+    else:
+        changes.sort(key=lambda kv: order(kv[0]))
+    return changes

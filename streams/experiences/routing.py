@@ -1,4 +1,4 @@
-"""The per-record KnowHub steps shared by the embedded runner and the faust agents (pure).
+"""What one record becomes on the KnowHub path, shared by the embedded runner and the Kafka worker (pure).
 
 * :func:`route_kb_record`: a ``hook-events`` record → KnowHub events, extraction requests, or a
   dead letter (bad kb calls only: a record that is not a hook event at all is the frames path's
@@ -6,15 +6,16 @@
 * :func:`run_extraction`: an extraction request → extracted experience events, through a
   :class:`~streams.experiences.extract.Completer` (the only I/O, injected).
 
-Dead letters of this path never hold raw text in strict mode: the detail and the original are
-redacted before the :class:`DeadLetter` exists.
+Neither raises: what they raise becomes a dead letter through the :class:`~streams.model.guard.Guard`
+of the privacy mode, whose dead letters never hold raw text in strict mode (the detail and the
+original are redacted before the :class:`DeadLetter` exists).
 """
 
 from __future__ import annotations
 
 import json
-import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from functools import partial
 
 from streams.experiences.build import build_experience, safe_text
 from streams.experiences.events import ExperienceExtracted, ExperienceSubmitted
@@ -24,11 +25,11 @@ from streams.experiences.settings import KbSettings
 from streams.model.deadletter import MAX_ORIGINAL_BYTES, DeadLetter, Reason, RejectedInput
 from streams.model.decode import decode_hook_record
 from streams.model.events import HookEvent, stable_id
+from streams.model.guard import Guard
 from streams.model.position import Position
 from streams.redaction.redact import RedactionMode
 from streams.redaction.scrub import scrub_value
 
-log = logging.getLogger(__name__)
 
 def redact_original(raw: bytes, mode: RedactionMode) -> bytes:
     """``raw`` as a dead letter may keep it: in strict mode a JSON record has every string value
@@ -53,6 +54,11 @@ def redacted_dead_letter(err: RejectedInput, raw: bytes, pos: Position, now_ms: 
     return DeadLetter.of(RejectedInput(err.reason, safe_text(err.detail, mode)), original, pos.topic, pos.partition, pos.offset, now_ms, event_id)
 
 
+def guard_of(mode: RedactionMode) -> Guard:
+    """The KnowHub path's :class:`~streams.model.guard.Guard` in privacy ``mode`` (its dead letters: :func:`redacted_dead_letter`)."""
+    return _GUARDS[mode]
+
+
 def route_kb_record(raw: bytes | None, pos: Position, deriver: KbDeriver, now_ms: int, *, use_record_time: bool = True,
                     report_bad_records: bool = False, decoded: HookEvent | None = None) -> list[Derived | DeadLetter]:
     """What one ``hook-events`` record gives the KnowHub path. Never raises.
@@ -60,27 +66,24 @@ def route_kb_record(raw: bytes | None, pos: Position, deriver: KbDeriver, now_ms
     Args:
         use_record_time: a native payload without a time of its own takes ``pos.timestamp_ms``
             (the Kafka record timestamp, as the frames path does); files pass False.
-        decoded: ``raw`` decoded already with that time (the worker's frames step did), not decoded again.
+        decoded: ``raw`` decoded already with that time (the worker's frames routing did), not decoded again.
         report_bad_records: dead-letter a record that is no hook event at all (malformed JSON,
             not UTF-8, a bad time, an unknown shape). The worker leaves those to the frames
             path, which dead-letters every such record of ``hook-events`` once; ``kb run``,
             which has no frames path, reports them itself.
     """
-    mode = deriver.settings.privacy_mode
+    guard = _GUARDS[deriver.settings.privacy_mode]
     data = raw or b""
     try:
         if not data.strip():
             raise RejectedInput(Reason.MALFORMED_JSON, "empty record")
         ev = decoded if decoded is not None else decode_hook_record(data, received_at_ms=pos.timestamp_ms if use_record_time else None)
     except RejectedInput as e:
-        return [redacted_dead_letter(e, data, pos, now_ms, mode)] if report_bad_records else []
+        return [guard.letter(e, data, pos, now_ms)] if report_bad_records else []
     try:
         return list(deriver.derive(ev))
-    except RejectedInput as e:
-        return [redacted_dead_letter(e, data, pos, now_ms, mode, ev.event_id)]
-    except Exception as e:  # a bug must not stop the stream
-        log.exception("KnowHub processing error at %s[%d]@%d", pos.topic, pos.partition, pos.offset)
-        return [redacted_dead_letter(RejectedInput(Reason.PROCESSING_ERROR, f"{type(e).__name__}: {e}"), data, pos, now_ms, mode, ev.event_id)]
+    except Exception as e:
+        return [guard.letter(e, data, pos, now_ms, ev.event_id)]
 
 
 def run_extraction(req: ExtractionRequest, client: Completer | Callable[[], Completer], settings: KbSettings, pos: Position,
@@ -88,28 +91,30 @@ def run_extraction(req: ExtractionRequest, client: Completer | Callable[[], Comp
     """Call the extractor for ``req`` and build its experiences (confidence > threshold), or one dead letter. Never raises.
 
     ``client`` is the endpoint's client, or a factory called here (so an endpoint the client
-    refuses, e.g. plain HTTP to a remote host, becomes a dead letter instead of a crash).
+    refuses, e.g. plain HTTP to a remote host, becomes a dead letter instead of a crash). A failed
+    call is ``extraction_failed``; the dead letter's original is the request.
 
     The request's chat payload was redacted when it was built; the answer is redacted again as
     it becomes events. Event ids are ``stable_id(request id, i)`` over the kept items.
     """
     try:
+        return list(_extract(req, client, settings))
+    except Exception as e:
+        return [_GUARDS[settings.privacy_mode].letter(e, req.to_json(), pos, now_ms, req.request_id)]
+
+
+def _extract(req: ExtractionRequest, client: Completer | Callable[[], Completer], settings: KbSettings) -> Iterator[ExperienceExtracted]:
+    try:
         completer = client if hasattr(client, "complete") else client()  # type: ignore[operator]
         items = keep_confident(parse_answer(completer.complete(req.chat)), settings.extraction_threshold)
-        out: list[ExperienceExtracted | DeadLetter] = []
-        for i, item in enumerate(items):
-            ev = build_experience(item.model_dump(), event_id=stable_id(req.request_id, "extracted", i), event_time_ms=req.event_time_ms,
-                                  settings=settings, extracted_from=req.request_id, model=settings.extraction_model, agent_id=req.agent_id,
-                                  session_key=req.session_key, source_tool="extractor", runtime="hivestream")
-            assert not isinstance(ev, ExperienceSubmitted)
-            out.append(ev)
-        return out
     except ExtractionError as e:
-        err = RejectedInput(Reason.EXTRACTION_FAILED, f"{e.reason}: {e.detail}")
-        return [redacted_dead_letter(err, req.to_json(), pos, now_ms, settings.privacy_mode, req.request_id)]
-    except RejectedInput as e:
-        return [redacted_dead_letter(e, req.to_json(), pos, now_ms, settings.privacy_mode, req.request_id)]
-    except Exception as e:  # a bug or a client that cannot be built must not stop the stream
-        log.exception("extraction error for request %s", req.request_id)
-        err = RejectedInput(Reason.PROCESSING_ERROR, f"{type(e).__name__}: {e}")
-        return [redacted_dead_letter(err, req.to_json(), pos, now_ms, settings.privacy_mode, req.request_id)]
+        raise RejectedInput(Reason.EXTRACTION_FAILED, f"{e.reason}: {e.detail}") from e
+    for i, item in enumerate(items):
+        ev = build_experience(item.model_dump(), event_id=stable_id(req.request_id, "extracted", i), event_time_ms=req.event_time_ms,
+                              settings=settings, extracted_from=req.request_id, model=settings.extraction_model, agent_id=req.agent_id,
+                              session_key=req.session_key, source_tool="extractor", runtime="hivestream")
+        assert not isinstance(ev, ExperienceSubmitted)
+        yield ev
+
+
+_GUARDS = {mode: Guard("KnowHub", partial(redacted_dead_letter, mode=mode)) for mode in RedactionMode}

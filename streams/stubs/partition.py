@@ -1,12 +1,12 @@
-"""The stub worker's per-partition step: ``stub-events`` records in, ``stub-matches`` records out.
+"""One ``stub-events`` partition's matcher state and processing: ``stub-events`` records in, ``stub-matches`` records out.
 
 ``stub-events`` is keyed by channel, so a channel's stubs and messages share one partition and
 stay in order. Global stubs belong to every channel: the producer broadcasts each global stub
 event to every partition (:mod:`streams.stubs.routing`), so each partition holds its own copy
 of the global set and matches exactly as the embedded runner does at that point of the log.
 
-The step is pure apart from ``store``, a mutable mapping the worker backs with a faust table
-(changelog topic), so a restarted worker resumes with the same state:
+It is pure apart from ``store``, a mutable mapping the stub worker's step backs with a faust table
+(changelog topic, :mod:`streams.workers.stubs`), so a restarted worker resumes with the same state:
 
 * ``[p, "stub", scope, id]`` → the stub's record and vector (deleted stubs are removed);
 * ``[p, "msg", channel, message_id]`` → the message's outcome and matches, so a message
@@ -19,7 +19,7 @@ The step is pure apart from ``store``, a mutable mapping the worker backs with a
   the delete that followed it would otherwise be dead-lettered as ``unknown_stub``).
 
 A rejected global stub event is dead-lettered by partition 0 only (every partition rejects its
-copy the same way; one dead letter per input record). Never raises.
+copy the same way; one dead letter per input record). Never raises (:class:`~streams.model.guard.Guard`).
 """
 
 from __future__ import annotations
@@ -27,14 +27,16 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import MutableMapping
+from collections.abc import Iterable, MutableMapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
 import orjson
 
 from streams.model.deadletter import DeadLetter, Reason, RejectedInput
+from streams.model.guard import Guard, record_value
 from streams.model.position import Position
+from streams.model.tracked_state import TrackedState, drain_changes
 from streams.stubs.events import MessageEmbedded, StubDeleted, StubMatched, StubRefreshed, StubUpserted, parse_stub_event
 from streams.stubs.log import LogEntry
 from streams.stubs.outcome import MessageProcessed
@@ -43,6 +45,19 @@ from streams.stubs.replay import StubKey, StubRunner, Vector
 from streams.stubs.settings import MatchPolicy
 
 log = logging.getLogger(__name__)
+
+
+GUARD = Guard("stub")
+
+
+def store_key(key: Any) -> str:
+    """A ``stub-state`` key as :class:`StubPartition` writes it (``json.dumps([p, kind, ...])``), from
+    what faust's table restore gives back: the string, its UTF-8 bytes, or (rocksdb store) the decoded JSON list."""
+    if isinstance(key, bytes):
+        return key.decode()
+    if isinstance(key, list):
+        return json.dumps(key)
+    return str(key)
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,7 +82,7 @@ def _at_key(p: int, offset: int) -> str:
 
 
 _KEY_HEAD = re.compile(r'\[-?[0-9]+, "(msg|stub|at)", ')
-"""The start every key of the step has: ``[<partition>, "<kind>", `` (``json.dumps``'s separators, an int partition)."""
+"""The start every state key has: ``[<partition>, "<kind>", `` (``json.dumps``'s separators, an int partition)."""
 _AT_TAIL = re.compile(r"(-?[0-9]+)\]")
 """The rest of a ``[p, "at", offset]`` key after its start: the offset (an int) and the closing bracket."""
 _KIND_RANK = {"msg": 0, "stub": 1}
@@ -84,7 +99,7 @@ def changelog_order(key: str) -> tuple[int, int]:
     from later in the log; and a state event's outcome is kept only once the records it changed
     are.
 
-    The kind is read from the key's text (no JSON parse): every key of the step starts
+    The kind is read from the key's text (no JSON parse): every state key starts
     ``[<partition>, "<kind>", `` (:func:`_stub_key`, :func:`_msg_key`, :func:`_at_key`), and a
     state-event outcome's key ends ``<offset>]``; for those keys this is what ``json.loads(key)[1]``
     (and ``[2]`` for the offset) gives (``tests/test_stub_changelog_order.py``). Raises nothing (a
@@ -99,7 +114,7 @@ def changelog_order(key: str) -> tuple[int, int]:
     return (2, int(offset.group(1)) if offset is not None else 0)
 
 
-class StubPartitionStep:
+class StubPartition:
     """The matcher state and processing of one ``stub-events`` partition.
 
     Args:
@@ -124,6 +139,30 @@ class StubPartitionStep:
             vectors[(rec.channel, rec.stub_id)] = Vector(**v["vector"])
         self.restore_rejections = self.runner.restore(records, vectors)
 
+    @classmethod
+    def restore(cls, partition: int, policy: MatchPolicy, items: Iterable[tuple[Any, Any]]) -> StubPartition:
+        """The partition restored from a ``stub-state`` table's contents (every partition's
+        ``(key, value)`` pairs as faust gives them back, :func:`store_key`; ``None`` values are
+        deleted keys), in a :class:`TrackedState` so :meth:`flush` can write what changes.
+        A stored stub that no longer loads is logged and matches nothing on this partition."""
+        prefix = f"[{partition}, "  # every state key is json.dumps([partition, ...])
+        restored = ((store_key(k), v) for k, v in items if v is not None)
+        part = cls(partition, policy, TrackedState({k: v for k, v in restored if k.startswith(prefix)}))
+        for rej in part.restore_rejections:
+            log.warning("stub-state partition %d: a stored stub did not load: %s", partition, rej.error.detail)
+        return part
+
+    def flush(self) -> list[tuple[str, Any | None]]:
+        """The state keys changed since the last flush as changelog records (``None``: a deleted
+        key), in :func:`changelog_order`.
+
+        Raises:
+            TypeError: when ``store`` is not a :class:`TrackedState` (it tracks the changed keys).
+        """
+        if not isinstance(self.store, TrackedState):
+            raise TypeError("the store must be a TrackedState (it tracks the changed keys)")
+        return drain_changes(self.store, changelog_order)
+
     def process(self, raw: bytes | None, pos: Position, now_ms: int) -> list[Emit | DeadLetter]:
         """Process one ``stub-events`` record.
 
@@ -134,9 +173,7 @@ class StubPartitionStep:
         data = raw or b""
         event_id = ""
         try:
-            if not data:
-                raise RejectedInput(Reason.MALFORMED_JSON, "empty record value (a null value / tombstone)")
-            ev = parse_stub_event(data)
+            ev = parse_stub_event(record_value(data))
             event_id = ev.event_id
             if isinstance(ev, MessageEmbedded):
                 return self._message(ev, data, pos, now_ms)
@@ -144,12 +181,8 @@ class StubPartitionStep:
                 log.debug("runtime-recorded stub-matched %s is not applied (the worker computes its own)", ev.event_id)
                 return []
             return self._state(ev, data, pos, now_ms)
-        except RejectedInput as e:
-            return [DeadLetter.of(e, data, pos.topic, pos.partition, pos.offset, now_ms, event_id=event_id)]
-        except Exception as e:  # a bug must not stop the stream
-            log.exception("stub processing error at %s[%d]@%d", pos.topic, pos.partition, pos.offset)
-            err = RejectedInput(Reason.PROCESSING_ERROR, f"{type(e).__name__}: {e}")
-            return [DeadLetter.of(err, data, pos.topic, pos.partition, pos.offset, now_ms, event_id=event_id)]
+        except Exception as e:
+            return [GUARD.letter(e, data, pos, now_ms, event_id)]
 
     def _state(self, ev: StubUpserted | StubRefreshed | StubDeleted, data: bytes, pos: Position, now_ms: int) -> list[Emit | DeadLetter]:
         akey = _at_key(self.partition, pos.offset)
