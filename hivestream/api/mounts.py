@@ -8,6 +8,9 @@
   ``hook-events`` when answered and visible once the worker and the projector have taken it and
   the next snapshot is out (seconds); meanwhile this process answers ``GET /api/content/{id}`` for
   its own submissions from the event itself.
+
+Both also serve ``/mcp`` (:func:`mount_mcp`): the MCP tools answered in process by the same
+services, readers and writers, so what a tool sees is what the matching ``/api/*`` route answers.
 """
 
 from __future__ import annotations
@@ -30,8 +33,19 @@ DEFAULT_MAX_STALENESS_S = 60.0
 """The Kafka path's bound on how old an answer may be (seconds), unless ``--max-staleness`` says."""
 
 
-def for_serve(settings: KbSettings, db: Path, on_mounted: Callable[[web.Application, AgentRoutes], None] | None = None) -> Callable[[ServeReads], Mount]:
-    """The agent API for ``hivestream serve --db db`` (:attr:`hivestream.serve.app.ServeConfig.api`)."""
+def mount_mcp(app: web.Application, routes: AgentRoutes) -> None:
+    """``/mcp`` on ``app`` beside ``routes``: the MCP tools over ``routes.agent`` (the same services as
+    ``/api/*``), for callers ``routes`` authorizes with the agent scope, with the server's body size
+    limit and read timeout (:class:`hivestream.mcp.http_mount.McpEndpoint`)."""
+    from hivestream.mcp.http_mount import McpEndpoint  # the MCP SDK is imported only by a server that serves it
+
+    cfg = routes.ingest.cfg
+    McpEndpoint(routes.agent, routes.authorize_agent, host=cfg.host, max_body_bytes=cfg.max_body_bytes,
+                read_timeout_s=cfg.read_timeout_s).add_to(app)
+
+
+def for_serve(settings: KbSettings, db: Path, *, mcp: bool = True) -> Callable[[ServeReads], Mount]:
+    """The agent API (and, with ``mcp``, ``/mcp``) for ``hivestream serve --db db`` (:attr:`hivestream.serve.app.ServeConfig.api`)."""
 
     def make(reads: ServeReads) -> Mount:
         reader = CursorReader(reads.gate.cursor, reads.applied)
@@ -46,14 +60,14 @@ def for_serve(settings: KbSettings, db: Path, on_mounted: Callable[[web.Applicat
             return True
 
         hint = f"serve's per-start review token, in its note {db}.serve, or a tokens-file line with scopes=review"
-        return mounter(ApiParts(reader, reader, settings, wait_applied, review_hint=hint), on_mounted)
+        return mounter(ApiParts(reader, reader, settings, wait_applied, review_hint=hint), mount_mcp if mcp else None)
 
     return make
 
 
 def for_ingest(settings: KbSettings, kb_db: Path, frames_db: Path | None = None, max_staleness_s: float = DEFAULT_MAX_STALENESS_S,
-               on_mounted: Callable[[web.Application, AgentRoutes], None] | None = None) -> Mount:
-    """The agent API for ``hivestream ingest --db kb_db [--frames-db frames_db]`` (the Kafka path)."""
+               *, mcp: bool = True) -> Mount:
+    """The agent API (and, with ``mcp``, ``/mcp``) for ``hivestream ingest --db kb_db [--frames-db frames_db]`` (the Kafka path)."""
     kb = SnapshotReader(kb_db, max_staleness_s)
     frames = kb if frames_db is None or frames_db == kb_db else SnapshotReader(frames_db, max_staleness_s)
-    return mounter(ApiParts(kb, frames, settings, None, review_hint="a tokens-file line with scopes=review"), on_mounted)
+    return mounter(ApiParts(kb, frames, settings, None, review_hint="a tokens-file line with scopes=review"), mount_mcp if mcp else None)

@@ -33,15 +33,14 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote_to_bytes
 
-import duckdb
 import orjson
 from aiohttp import web
 
-from hivestream.api.agent import LocalAgentApi
+from hivestream.api.agent import LocalAgentApi, caller_of, refusal
 from hivestream.ingest.refusal import SinkFull
 from hivestream.ingest.server import IngestApp, new_request_id
-from hivestream.services.experiences import Caller, ExperienceService, ServiceError, WriteRefused
-from hivestream.services.readers import ProjectionReader, ReadUnavailable, Stale
+from hivestream.services.experiences import Caller, ExperienceService, WriteRefused
+from hivestream.services.readers import ProjectionReader, ReadUnavailable
 from hivestream.services.recall import RecallService
 from streams.experiences.settings import KbSettings
 from streams.ingest.auth import Grant, Scope
@@ -113,7 +112,7 @@ class AgentRoutes:
                                              executor_run=run)
         self.recall = None if parts.frames_reader is None else RecallService(parts.frames_reader, self.experiences, executor_run=run)
         self.agent = LocalAgentApi(self.experiences, self.recall)
-        """The in-process :class:`~hivestream.api.agent.AgentApi` (for the MCP adapter)."""
+        """The in-process :class:`~hivestream.mcp.agent_api.AgentApi` over the same services (what ``/mcp``'s tools call)."""
 
     async def _in_pool(self, fn: Callable[..., Any], *args: Any) -> Any:
         return await asyncio.get_running_loop().run_in_executor(self.pool, fn, *args)
@@ -128,24 +127,19 @@ class AgentRoutes:
         self.ingest.metrics.reject(code)
         return self._answer(status, {"error": code, "detail": detail[:500]}, headers)
 
-    def _authorize(self, request: web.Request, *need: Scope) -> Grant | web.Response:
-        """The request's grant when it holds one of ``need``; else the 401 or 403 answer (one line, no token)."""
-        grant = self.ingest.grant(request)
-        if grant is None:
-            return self._error(401, "unauthorized", "missing or unknown bearer token", {"WWW-Authenticate": 'Bearer realm="hivestream"'})
-        if not set(need) & grant.scopes:
-            has = ", ".join(sorted(grant.scopes)) or "none"
-            want = " or ".join(s.value for s in need)
-            how = f" ({self.parts.review_hint})" if Scope.REVIEW in need and Scope.AGENT not in need else ""
-            log.info("refused %s %s (HTTP 403): gateway %s lacks the %s scope", request.method, request.path, grant.gateway_id, want)
-            return self._error(403, "forbidden", f"{request.path} needs the {want} scope{how}; the token of gateway "
-                                                 f"{grant.gateway_id!r} has: {has}")
-        return grant
+    def authorize(self, request: web.Request, *need: Scope) -> Grant | web.Response:
+        """The request's grant when it holds one of ``need``; else the 401 or 403 answer (one line, no
+        token; :meth:`~hivestream.ingest.server.IngestApp.authorize`, with how to get review authority)."""
+        hint = self.parts.review_hint if Scope.REVIEW in need and Scope.AGENT not in need else ""
+        return self.ingest.authorize(request, *need, hint=hint)
+
+    def authorize_agent(self, request: web.Request) -> Grant | web.Response:
+        """:meth:`authorize` for the agent scope (what ``/mcp`` needs)."""
+        return self.authorize(request, Scope.AGENT)
 
     @staticmethod
-    def _caller(grant: Grant, *, runtime: str = "api", session: object = None) -> Caller:
-        return Caller(agent_id=grant.gateway_id, session_key=session if isinstance(session, str) else "", runtime=runtime,
-                      reviewer=Scope.REVIEW in grant.scopes)
+    def _caller(grant: Grant, *, session: object = None) -> Caller:
+        return caller_of(grant, runtime="api", session=session)
 
     async def _json_body(self, request: web.Request, *, optional: bool = False) -> dict[str, Any] | web.Response:
         limit = self.ingest.cfg.max_body_bytes
@@ -183,20 +177,15 @@ class AgentRoutes:
         return body
 
     async def _guard(self, work: Awaitable[web.Response]) -> web.Response:
-        """``work``'s answer; the services' refusals become their status, an unreadable projection 503."""
+        """``work``'s answer; a service's refusal becomes its status (:func:`~hivestream.api.agent.refusal`),
+        with ``Retry-After`` on a 503."""
         try:
             return await work
-        except ServiceError as e:
-            headers = {"Retry-After": str(RETRY_AFTER_S)} if e.status == 503 else None
-            return self._error(e.status, e.code, e.detail, headers)
-        except Stale as e:
-            return self._error(503, "stale", str(e), {"Retry-After": str(RETRY_AFTER_S)})
-        except ReadUnavailable as e:
-            return self._error(503, "unavailable", str(e), {"Retry-After": str(RETRY_AFTER_S)})
-        except duckdb.Error as e:
-            line = (str(e).splitlines() or [type(e).__name__])[0]
-            return self._error(503, "no_projection", f"the projection cannot answer (is it built yet?): {type(e).__name__}: {line}"[:300],
-                               {"Retry-After": str(RETRY_AFTER_S)})
+        except Exception as e:
+            r = refusal(e)
+            if r is None:
+                raise
+            return self._error(r.status, r.code, r.detail, {"Retry-After": str(RETRY_AFTER_S)} if r.retry else None)
 
     @staticmethod
     def _query(request: web.Request) -> dict[str, str] | None:
@@ -214,7 +203,7 @@ class AgentRoutes:
 
     async def search(self, request: web.Request) -> web.Response:
         """``GET /api/search``."""
-        grant = self._authorize(request, Scope.AGENT, Scope.REVIEW)
+        grant = self.authorize(request, Scope.AGENT, Scope.REVIEW)
         if isinstance(grant, web.Response):
             return grant
         q = self._query(request)
@@ -231,7 +220,7 @@ class AgentRoutes:
 
     async def submit(self, request: web.Request) -> web.Response:
         """``POST /api/submit``."""
-        grant = self._authorize(request, Scope.AGENT)
+        grant = self.authorize(request, Scope.AGENT)
         if isinstance(grant, web.Response):
             return grant
         body = await self._json_body(request)
@@ -246,7 +235,7 @@ class AgentRoutes:
 
     async def content(self, request: web.Request) -> web.Response:
         """``GET /api/content/{id}``."""
-        grant = self._authorize(request, Scope.AGENT, Scope.REVIEW)
+        grant = self.authorize(request, Scope.AGENT, Scope.REVIEW)
         if isinstance(grant, web.Response):
             return grant
         q = self._query(request) or {}
@@ -259,7 +248,7 @@ class AgentRoutes:
 
     async def extract(self, request: web.Request) -> web.Response:
         """``POST /api/extract``."""
-        grant = self._authorize(request, Scope.AGENT)
+        grant = self.authorize(request, Scope.AGENT)
         if isinstance(grant, web.Response):
             return grant
         if not self.parts.settings.extraction_enabled:
@@ -275,7 +264,7 @@ class AgentRoutes:
 
     async def pending(self, request: web.Request) -> web.Response:
         """``GET /api/pending``."""
-        grant = self._authorize(request, Scope.REVIEW)
+        grant = self.authorize(request, Scope.REVIEW)
         if isinstance(grant, web.Response):
             return grant
         q = self._query(request)
@@ -288,7 +277,7 @@ class AgentRoutes:
         return await self._guard(work())
 
     async def _review(self, request: web.Request, decision: str) -> web.Response:
-        grant = self._authorize(request, Scope.REVIEW)
+        grant = self.authorize(request, Scope.REVIEW)
         if isinstance(grant, web.Response):
             return grant
         body = await self._json_body(request, optional=True)
@@ -313,7 +302,7 @@ class AgentRoutes:
 
     async def memory_search(self, request: web.Request) -> web.Response:
         """``GET /api/memory/search``."""
-        grant = self._authorize(request, Scope.AGENT)
+        grant = self.authorize(request, Scope.AGENT)
         if isinstance(grant, web.Response):
             return grant
         q = self._query(request)
@@ -321,8 +310,10 @@ class AgentRoutes:
             return self._bad_query()
 
         async def work() -> web.Response:
-            hits = await self.agent.memory_search(q.get("q"), caller=self._caller(grant, session=q.get("session_key")), project=q.get("project"),
-                                                  limit=q.get("limit"), scope=q.get("scope"))
+            if self.recall is None:
+                raise ReadUnavailable("this server has no frames projection to recall from")
+            hits = await self.recall.search(q.get("q"), caller=self._caller(grant, session=q.get("session_key")), project=q.get("project"),
+                                            limit=q.get("limit"), scope=q.get("scope"))
             return self._answer(200, {"results": hits})
 
         return await self._guard(work())
@@ -347,8 +338,9 @@ class AgentRoutes:
 def mounter(parts: ApiParts, on_mounted: Callable[[web.Application, AgentRoutes], None] | None = None) -> Callable[[web.Application, IngestApp], None]:
     """What :func:`hivestream.ingest.server.serve` calls with its application and handlers to add the agent API.
 
-    ``on_mounted(app, routes)`` runs once the routes are on ``app``: an in-process adapter (the MCP
-    server) adds its own route there and calls ``routes.agent`` (:class:`~hivestream.api.agent.AgentApi`).
+    ``on_mounted(app, routes)`` runs once the routes are on ``app``: an in-process adapter (``/mcp``,
+    :func:`hivestream.api.mounts.mount_mcp`) adds its own route there, calls ``routes.agent``
+    (:class:`~hivestream.api.agent.LocalAgentApi`) and checks callers with ``routes.authorize``.
     """
 
     def mount(app: web.Application, ingest: IngestApp) -> None:

@@ -26,7 +26,6 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from aiohttp import web
 
@@ -49,9 +48,6 @@ from streams.kafka.topics import Topics
 from streams.model.clock import Clock, wall_clock_ms
 from streams.model.deadletter import DeadLetter, Reason, RejectedInput
 from streams.settings import Settings
-
-if TYPE_CHECKING:
-    from hivestream.mcp.agent_api import AgentApi
 
 log = logging.getLogger("hivestream.serve")
 
@@ -96,7 +92,7 @@ class ServeConfig:
         publish: the snapshot's and the report's pacing.
         settings: dedup settings (as ``run`` takes them).
         kb_settings: KnowHub settings.
-        api: given what serve reads through, the routes to add beside ``/v1/hooks/*`` (the agent API); ``None``: none.
+        api: given what serve reads through, the routes to add beside ``/v1/hooks/*`` (the agent API and ``/mcp``); ``None``: none.
     """
 
     http: IngestConfig
@@ -140,8 +136,8 @@ def dead_letter_torn(hook_log: HookLog, clock: Clock) -> None:
 
 
 async def serve_async(cfg: ServeConfig, stop: asyncio.Event, on_ready: Callable[[int], None] | None = None,
-                      completer: Completer | None = None, clock: Clock = wall_clock_ms, agent_api: AgentApi | None = None) -> None:
-    """Run serve until ``stop`` is set (with ``/mcp`` over ``agent_api`` when given).
+                      completer: Completer | None = None, clock: Clock = wall_clock_ms) -> None:
+    """Run serve until ``stop`` is set.
 
     Raises:
         hivestream.ingest.server.ConfigError: a non-loopback bind without tokens.
@@ -163,14 +159,14 @@ async def serve_async(cfg: ServeConfig, stop: asyncio.Event, on_ready: Callable[
             on_ready(port)
 
     try:
-        await _serve(cfg, stop, ready, completer, clock, undo, agent_api)
+        await _serve(cfg, stop, ready, completer, clock, undo)
     except BaseException:
         undo.remove()
         raise
 
 
 async def _serve(cfg: ServeConfig, stop: asyncio.Event, on_ready: Callable[[int], None], completer: Completer | None, clock: Clock,
-                 undo: StartUndo, agent_api: AgentApi | None = None) -> None:
+                 undo: StartUndo) -> None:
     hook_log = HookLog(cfg.log_dir, max_bytes=cfg.log_max_bytes, segment_bytes=cfg.segment_bytes)
     undo.log_held = True
     try:
@@ -203,7 +199,7 @@ async def _serve(cfg: ServeConfig, stop: asyncio.Event, on_ready: Callable[[int]
             sink = LogSink(hook_log, Topics(http.namespace), progress, db=cfg.db.name, retry_after_s=http.retry_after_s,
                            headroom_bytes=2 * http.max_body_bytes, clock=clock)
             mount = None if cfg.api is None else cfg.api(ServeReads(gate, lambda: progress.applied, lambda: hook_log.durable()[0]))
-            await server.serve(http, stop, ready, sink=sink, name="serve", mount=mount, agent_api=agent_api)
+            await server.serve(http, stop, ready, sink=sink, name="serve", mount=mount)
         finally:
             remove_marker(cfg.db, token)
             if read_runner is not None:
