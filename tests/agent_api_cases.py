@@ -3,11 +3,16 @@ the payloads, and the checks that hold on both (bad input on every route, quaran
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable
 from typing import Any
 
 import httpx
+import httpx2
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp_types import TextContent
 
 SECRET_KEY = "sk-" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
 SECRET_MAIL = "carol.secret@example.org"
@@ -85,3 +90,15 @@ def bad_input(api: Api, max_body_bytes: int) -> None:
     assert_error(api.get("/api/memory/search", q="retries"), 400, "missing_field")
     assert_error(api.get("/api/memory/search", q="retries", scope="galaxy"), 400, "bad_scope")
     assert_error(api.get("/api/memory/search", scope="all"), 400, "missing_field")
+
+
+def mcp_call(base: str, token: str, tool: str, args: dict[str, Any]) -> tuple[bool, str]:
+    """Call ``tool`` of the MCP server at ``base``/mcp with the SDK's client: (is it an error, its text)."""
+
+    async def call() -> tuple[bool, str]:
+        async with (httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=60) as hc,
+                    Client(streamable_http_client(base + "/mcp", http_client=hc)) as client):
+            r = await client.call_tool(tool, args)
+        return bool(r.is_error), "".join(c.text for c in r.content if isinstance(c, TextContent))
+
+    return asyncio.run(call())

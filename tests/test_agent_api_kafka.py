@@ -3,7 +3,7 @@ and ``project`` (the projections and their snapshots). A submission is answered 
 by its writer from the event; it is searchable once a reviewer approved it and the projector's next
 snapshot has it; quarantined experiences are never returned to an agent; secrets never reach
 ``hook-events``; bad input and wrong scopes are refused as on serve; a snapshot older than the bound
-is refused (503 ``stale``)."""
+is refused (503 ``stale``); ``/mcp`` on ingest answers from the same snapshot, for the agent scope only."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from streams.kafka.topics import Topics
-from tests.agent_api_cases import INJECTION, SECRET_KEY, SECRET_MAIL, Api, assert_error, bad_input, experience, until
+from tests.agent_api_cases import INJECTION, SECRET_KEY, SECRET_MAIL, Api, assert_error, bad_input, experience, mcp_call, until
 from tests.ingest_harness import IngestProc, read_topic
 from tests.kafka_harness import REPO_ROOT, create_topics, start_worker, stop, unique_namespace
 from tests.serve_harness import prompt
@@ -60,6 +60,12 @@ def test_agent_api_on_the_kafka_path(kafka_bootstrap: str, tmp_path: Path) -> No
         assert eid in [p["id"] for p in review.get("/api/pending").json()["results"]]
         assert review.post(f"/api/approve/{eid}", {}).json() == {"id": eid, "status": "approved"}
         until(lambda: agent.search_ids("heron retries") == [eid], 120, "the approval to be searchable")
+        err, found = mcp_call(ingest.url, TOKENS["agent"], "kb_search", {"query": "heron retries"})  # /mcp on ingest: the same snapshot
+        assert not err and f"1. [{eid}] configure heron retries" in found
+        err, body = mcp_call(ingest.url, TOKENS["agent"], "kb_content", {"id": eid})
+        assert not err and "<resource>heron client library</resource>" in body
+        hooks_mcp = hooks.c.post("/mcp", content=b"{}", headers={"Content-Type": "application/json", "Accept": "application/json, text/event-stream"})
+        assert_error(hooks_mcp, 403, "forbidden")
 
         q = agent.post("/api/submit", {"task": "egret setup", "resource": f"key {SECRET_KEY}", "result": INJECTION + f" mail {SECRET_MAIL}"})
         assert q.json()["status"] == "quarantined"
@@ -85,6 +91,8 @@ def test_agent_api_on_the_kafka_path(kafka_bootstrap: str, tmp_path: Path) -> No
         stop(procs[1])  # the knowledge base projector stops: its snapshot grows older than the 5-s bound
         until(lambda: agent.get("/api/search", q="heron").status_code == 503, 30, "the snapshot to be refused as stale")
         assert_error(agent.get("/api/search", q="heron"), 503, "stale")
+        err, text = mcp_call(ingest.url, TOKENS["agent"], "kb_search", {"query": "heron"})
+        assert err and text.startswith("kb_search: stale: ") and "\n" not in text
     finally:
         ingest.stop()
         for p in procs:

@@ -37,6 +37,11 @@ def _text(result: CallToolResult) -> str:
     return result.content[0].text
 
 
+def _error(result: CallToolResult) -> str:
+    assert result.is_error and len(result.content) == 1 and isinstance(result.content[0], TextContent)
+    return result.content[0].text
+
+
 def _post_tool_use(api: Api, tool: str, args: dict[str, object]) -> None:
     """What Claude Code's ``PostToolUse`` hook posts after calling ``tool`` (capture hooks installed beside the MCP server)."""
     hook = {"session_id": "mcp-s1", "hook_event_name": "PostToolUse", "cwd": "/w/heron", "tool_name": tool, "tool_input": args,
@@ -65,11 +70,13 @@ async def test_the_tools_answer_from_serves_services_and_each_call_counts_once(t
             found = _text(await mcp.call_tool("kb_search", {"query": "heron queue"}))
             body = _text(await mcp.call_tool("kb_content", {"id": eid}))
             recalled = _text(await mcp.call_tool("memory_search", {"query": "heron queue", "project": "heron"}))
+            unscoped = await mcp.call_tool("memory_search", {"query": "heron queue"})  # over HTTP the server knows no working directory
+            unknown = await mcp.call_tool("kb_content", {"id": "no-such-experience"})
         for tool, args in (("kb_submit", {"task": "drain the heron queue faster"}), ("kb_search", {"query": "heron queue"}),
                            ("kb_search", {"query": "heron queue"}), ("kb_content", {"id": eid}),
                            ("memory_search", {"query": "heron queue", "project": "heron"})):
             _post_tool_use(hooks, f"mcp__hivestream__{tool}", args)
-        until(lambda: s.health()[1]["log_records"] >= 13, 30, "the 13 lines (2 prompts, a submission, a review, 4 telemetry, 5 hook copies) to be in the log")
+        until(lambda: s.health()[1]["log_records"] >= 14, 30, "the 14 lines (2 prompts, a submission, a review, 5 telemetry, 5 hook copies) to be in the log")
         s.wait_applied()
     finally:
         assert s.stop() == 0
@@ -77,11 +84,14 @@ async def test_the_tools_answer_from_serves_services_and_each_call_counts_once(t
     assert f"1. [{eid}] drain the heron queue faster" in found
     assert "<resource>heron-cli --parallel 8</resource>" in body
     assert "the heron queue drains slowly" in recalled and "egret" not in recalled  # the project's frame, not another project's
+    assert _error(unscoped) == "memory_search: missing_field: project is required unless scope=all"
+    assert _error(unknown) == 'KnowHub has no experience "no-such-experience".'
     with duckdb.connect(str(s.db), read_only=True) as con:
         telemetry = con.execute("SELECT kind, agent_id, runtime, coalesce(query, experience_ref) FROM kb_telemetry ORDER BY event_time_ms").fetchall()
         submissions = con.execute("SELECT count(*), min(agent_id) FROM experience_submissions").fetchone()
-    assert telemetry == [("search", "gw-agent", "mcp", "heron queue"), ("search", "gw-agent", "mcp", "heron queue"),
-                         ("content", "gw-agent", "mcp", eid), ("recall", "gw-agent", "mcp", "heron queue")]
+    assert sorted(telemetry) == sorted([("search", "gw-agent", "mcp", "heron queue"), ("search", "gw-agent", "mcp", "heron queue"),
+                                        ("content", "gw-agent", "mcp", eid), ("recall", "gw-agent", "mcp", "heron queue"),
+                                        ("content", "gw-agent", "mcp", "no-such-experience")])
     assert submissions == (1, "gw-agent")
 
 
