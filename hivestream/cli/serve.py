@@ -78,6 +78,7 @@ def _serve(db: Path, log_dir: Path, host: str, port: int, tokens_file: Path | No
 
     import duckdb
 
+    from hivestream.api.mounts import for_serve
     from hivestream.ingest.server import ConfigError, IngestConfig
     from hivestream.serve.app import ServeConfig, run
     from hivestream.serve.follower import FollowerOptions
@@ -110,7 +111,7 @@ def _serve(db: Path, log_dir: Path, host: str, port: int, tokens_file: Path | No
     cfg = ServeConfig(http=http, db=db, log_dir=log_dir, log_max_bytes=log_max_bytes,
                       follower=FollowerOptions(retention=retention),
                       publish=PublishOptions(snapshot_every_s=snapshot_every_s, report=report_path, report_every_s=report_every_s),
-                      settings=settings, kb_settings=kbs)
+                      settings=settings, kb_settings=kbs, api=for_serve(kbs, db))
     completer = None
     if kbs.extraction_enabled:
         try:

@@ -27,7 +27,8 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+
+from aiohttp import web
 
 from hivestream.embedded.log_run import LogRun, open_log_run
 from hivestream.ingest import server
@@ -51,9 +52,6 @@ from streams.model.deadletter import DeadLetter, Reason, RejectedInput
 from streams.settings import Settings
 from streams.stubs.settings import MatchPolicy
 
-if TYPE_CHECKING:
-    from hivestream.mcp.agent_api import AgentApi
-
 log = logging.getLogger("hivestream.serve")
 
 SERVE_DUCKDB_THREADS = 1
@@ -73,6 +71,16 @@ def default_report(db: Path) -> Path:
     return db.with_name(db.stem + "-report.html")
 
 
+@dataclass(frozen=True)
+class ServeReads:
+    """What an extra route on serve's port (the agent API) reads serve through: cursors of the dedup
+    loop's connection (:meth:`ReadGate.cursor`), the log offset applied, and the log's durable end."""
+
+    gate: ReadGate
+    applied: Callable[[], int]
+    durable_end: Callable[[], int]
+
+
 @dataclass
 class ServeConfig:
     """Settings of one ``serve`` process.
@@ -89,6 +97,7 @@ class ServeConfig:
         kb_settings: KnowHub settings.
         stub_policy: the memory stubs' match settings (None: those the file holds, else the defaults;
             :func:`hivestream.embedded.stubs.log_policy`).
+        api: given what serve reads through, the routes to add beside ``/v1/hooks/*`` (the agent API and ``/mcp``); ``None``: none.
     """
 
     http: IngestConfig
@@ -101,6 +110,7 @@ class ServeConfig:
     settings: Settings = field(default_factory=Settings)
     kb_settings: KbSettings = field(default_factory=KbSettings)
     stub_policy: MatchPolicy | None = None
+    api: Callable[[ServeReads], Callable[[web.Application, server.IngestApp], None]] | None = None
 
 
 def connect_host(bind: str) -> str:
@@ -132,8 +142,8 @@ def dead_letter_torn(hook_log: HookLog, clock: Clock) -> None:
 
 
 async def serve_async(cfg: ServeConfig, stop: asyncio.Event, on_ready: Callable[[int], None] | None = None,
-                      completer: Completer | None = None, clock: Clock = wall_clock_ms, agent_api: AgentApi | None = None) -> None:
-    """Run serve until ``stop`` is set (with ``/mcp`` over ``agent_api`` when given).
+                      completer: Completer | None = None, clock: Clock = wall_clock_ms) -> None:
+    """Run serve until ``stop`` is set.
 
     Raises:
         hivestream.ingest.server.ConfigError: a non-loopback bind without tokens.
@@ -155,14 +165,14 @@ async def serve_async(cfg: ServeConfig, stop: asyncio.Event, on_ready: Callable[
             on_ready(port)
 
     try:
-        await _serve(cfg, stop, ready, completer, clock, undo, agent_api)
+        await _serve(cfg, stop, ready, completer, clock, undo)
     except BaseException:
         undo.remove()
         raise
 
 
 async def _serve(cfg: ServeConfig, stop: asyncio.Event, on_ready: Callable[[int], None], completer: Completer | None, clock: Clock,
-                 undo: StartUndo, agent_api: AgentApi | None = None) -> None:
+                 undo: StartUndo) -> None:
     hook_log = HookLog(cfg.log_dir, max_bytes=cfg.log_max_bytes, segment_bytes=cfg.segment_bytes)
     undo.log_held = True
     try:
@@ -195,7 +205,8 @@ async def _serve(cfg: ServeConfig, stop: asyncio.Event, on_ready: Callable[[int]
 
             sink = LogSink(hook_log, Topics(http.namespace), progress, db=cfg.db.name, retry_after_s=http.retry_after_s,
                            headroom_bytes=2 * http.max_body_bytes, clock=clock)
-            await server.serve(http, stop, ready, sink=sink, name="serve", agent_api=agent_api, app=ServeApp)
+            mount = None if cfg.api is None else cfg.api(ServeReads(gate, lambda: progress.applied, lambda: hook_log.durable()[0]))
+            await server.serve(http, stop, ready, sink=sink, name="serve", app=ServeApp, mount=mount)
         finally:
             remove_marker(cfg.db, token)
             if read_runner is not None:
