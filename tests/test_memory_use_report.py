@@ -10,7 +10,7 @@ import duckdb
 from hivestream.report import Sources, render_html
 from projections.experiences.queries import KB_QUERIES
 from projections.experiences.report_data import memory_kpis, memory_use
-from projections.experiences.sink import KbSink
+from projections.experiences.sink import ExperienceBatch, KbSink
 from projections.named_query import run_query
 from streams.experiences.build import build_experience
 from streams.experiences.events import ExperienceReviewed, KbPluginHook, KbSearchPerformed, MemoryRecalled
@@ -32,7 +32,7 @@ def build(db: Path) -> None:
         fold.feed(KbSearchPerformed(event_id=f"q{i}", event_time_ms=T0, agent_id="a" if i < 3 else "b", query="x", hit_count=hits))
     fold.feed(MemoryRecalled(event_id="m1", event_time_ms=T0, agent_id="b", query="y", project="p", hit_count=0))
     with KbSink(db) as sink:
-        sink.apply_batch(fold.drain(), {})
+        sink.apply(ExperienceBatch(fold.drain(), dict(fold.counters)), {})
 
 
 def test_memory_use_per_agent_and_the_kpis(tmp_path: Path) -> None:
