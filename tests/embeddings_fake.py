@@ -19,6 +19,9 @@ import zlib
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+import numpy as np
+import numpy.typing as npt
+
 
 def bag_of_words(text: str, dim: int) -> list[float]:
     """The fake's vector of ``text``: ``dim`` word-count buckets (a text without words gets bucket 0 set)."""
@@ -28,6 +31,24 @@ def bag_of_words(text: str, dim: int) -> list[float]:
     if not any(vec):
         vec[0] = 1.0
     return vec
+
+
+class BowEmbedder:
+    """The fake endpoint's vectors in process (model ``fake-bow``): ``delay_s`` before each call, ``fail`` raises; ``calls`` counted."""
+
+    model_name = "fake-bow"
+
+    def __init__(self, dim: int = 64, *, delay_s: float = 0.0, fail: bool = False) -> None:
+        self.dim, self.delay_s, self.fail, self.calls = dim, delay_s, fail, 0
+
+    def embed(self, texts: list[str]) -> npt.NDArray[np.float32]:
+        """One bag-of-words vector per text, shape ``(len(texts), dim)``."""
+        self.calls += 1
+        if self.delay_s:
+            time.sleep(self.delay_s)
+        if self.fail:
+            raise RuntimeError("endpoint down")
+        return np.asarray([bag_of_words(t, self.dim) for t in texts], dtype=np.float32)
 
 
 class EmbeddingsFake:

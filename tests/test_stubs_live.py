@@ -5,8 +5,6 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-import numpy as np
-import numpy.typing as npt
 import pytest
 
 from hivestream.services.stubs import Prompt, StubService, load_live_stubs, prompt_from_hook, read_archive
@@ -17,27 +15,10 @@ from streams.stubs.inject import CAP_CHARS, fit_settings
 from streams.stubs.live import LiveStubs
 from streams.stubs.log import entries
 from streams.stubs.settings import MatchPolicy, MatchSettings
-from tests.embeddings_fake import bag_of_words
+from tests.embeddings_fake import BowEmbedder, bag_of_words
 
 DIM = 64
 POLICY = MatchPolicy(defaults=MatchSettings(threshold=0.5, top_n=3, token_budget=4000))
-
-
-class BowEmbedder:
-    """The fake endpoint's bag-of-words vectors, in process."""
-
-    model_name = "fake-bow"
-
-    def __init__(self, delay_s: float = 0.0, fail: bool = False) -> None:
-        self.delay_s, self.fail, self.calls = delay_s, fail, 0
-
-    def embed(self, texts: list[str]) -> npt.NDArray[np.float32]:
-        self.calls += 1
-        if self.delay_s:
-            time.sleep(self.delay_s)
-        if self.fail:
-            raise RuntimeError("endpoint down")
-        return np.asarray([bag_of_words(t, DIM) for t in texts], dtype=np.float32)
 
 
 def stub(stub_id: int, text: str, archive: Path, channel: str | None = "proj", model: str = "fake-bow", dim: int = DIM) -> StubUpserted:
@@ -162,10 +143,10 @@ def test_fit_settings_cuts_budget_and_n() -> None:
 
 
 def test_fail_open_on_error_timeout_and_busy(archives: dict[str, Path]) -> None:
-    failing = service([stub(1, "trello board", archives["trello"])], embedder=BowEmbedder(fail=True))
+    failing = service([stub(1, "trello board", archives["trello"])], embedder=BowEmbedder(DIM, fail=True))
     got = failing.inject_within(prompt("trello board"))
     assert got.context is None and got.why_none == "error: RuntimeError" and failing.stats.failed_open["error"] == 1
-    slow = service([stub(1, "trello board", archives["trello"])], embedder=BowEmbedder(delay_s=1.0), budget_s=0.2, workers=1)
+    slow = service([stub(1, "trello board", archives["trello"])], embedder=BowEmbedder(DIM, delay_s=1.0), budget_s=0.2, workers=1)
     t0 = time.perf_counter()
     got = slow.inject_within(prompt("trello board"))
     assert got.context is None and got.why_none == "past the time budget of 0.2 s"
@@ -180,7 +161,7 @@ async def test_async_within_the_budget(archives: dict[str, Path]) -> None:
     svc = service([stub(1, "trello board", archives["trello"])])
     got = await svc.inject_async(prompt("trello board"))
     assert got.context is not None
-    slow = service([stub(1, "trello board", archives["trello"])], embedder=BowEmbedder(delay_s=0.6), budget_s=0.1)
+    slow = service([stub(1, "trello board", archives["trello"])], embedder=BowEmbedder(DIM, delay_s=0.6), budget_s=0.1)
     assert (await slow.inject_async(prompt("trello board"))).why_none == "past the time budget of 0.1 s"
 
 
