@@ -21,7 +21,7 @@ peak RSS the largest) measures, one after the other:
 * the anchor: ``hivestream run`` of the same file into a fresh DuckDB, as a process (a CLI start is
   in both clocks, like the produce's), wall seconds and events/s.
 
-Then the ratio Kafka-path time / run time (issue goal ≤ 2.0), and, for every run, the projected
+Then the ratio Kafka-path time / run time (goal ≤ 2.0), and, for every run, the projected
 ``frames``, ``frame_captures`` and dead letters compared with the run's row for row
 (``tests.kafka_harness.frame_tables``, as in ``tests/test_kafka_backlog.py``): a mismatch exits 1.
 

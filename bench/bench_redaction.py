@@ -4,16 +4,16 @@ injection detector, on the project's test sets and on the real corpus's text.
 Prints, per detector:
 
 * the secret cases of ``tests/test_redact.py`` (its cases whose kinds are all credentials, i.e.
-  not e-mail / phone / home directory; issue 11's named-secret and card cases counted apart):
+  not e-mail / phone / home directory; the hardening set's named-secret and card cases counted apart):
   cases whose every sensitive substring is gone, and negatives changed at all (false positives);
 * the corpus (every distinct string of ``shared/corpus``'s JSON lines, ``SOURCES.md`` and the
   Codex hook schemas; sanitised before it was collected, so it holds no real credential and every
   credential hit is a false positive): strings with a hit and hits, per kind / plugin;
 * seconds over the corpus and the ratio to the hand-written rules: ``--rounds`` rounds, each timing
   every detector once, one after the other; each round's ratio, and their median;
-* for the injection detector: issue 11's classes, positives flagged and negatives flagged, and
-  corpus strings flagged (all rules, and issue 11's rules); the seed documents' paragraphs
-  (Chinese and Swedish prose) redacted or flagged by issue 11's rules.
+* for the injection detector: the hardening classes, positives flagged and negatives flagged, and
+  corpus strings flagged (all rules, and the hardening rules); the seed documents' paragraphs
+  (Chinese and Swedish prose) redacted or flagged by the hardening rules.
 
 ``--baseline REV`` also runs ``streams/redaction/redact.py`` and ``injection.py`` as they are at
 git revision REV (e.g. ``main``), read with ``git show``: the "before" figures.
@@ -207,8 +207,8 @@ def _main(args: argparse.Namespace, stack: contextlib.ExitStack) -> None:
     old_negatives = [t for t in test_redact.NEGATIVES if t not in set(NAMED_SECRET_NEGATIVES + CARD_NEGATIVES)]
     sets = {
         "existing secret cases": (old_cases, old_negatives),
-        "issue 11 named secrets": (NAMED_SECRETS, NAMED_SECRET_NEGATIVES),
-        "issue 11 card numbers": (CARDS, CARD_NEGATIVES),
+        "named secrets": (NAMED_SECRETS, NAMED_SECRET_NEGATIVES),
+        "card numbers": (CARDS, CARD_NEGATIVES),
     }
     detectors: dict[str, Redactor] = {}
     base_inj: types.ModuleType | None = None
@@ -261,7 +261,7 @@ def _main(args: argparse.Namespace, stack: contextlib.ExitStack) -> None:
               f"{statistics.median(secs[name]):.2f} s, {statistics.median(ratios):.1f}x the hand-written rules "
               f"(rounds: {', '.join(f'{r:.1f}' for r in ratios)})")
 
-    print("== injection detector on issue 11's classes: positives flagged by their rule / cases, negatives flagged / negatives")
+    print("== injection detector on the hardening classes: positives flagged by their rule / cases, negatives flagged / negatives")
     detect_now = injection.detect_injection
     runs: list[tuple[str, Callable[..., Any]]] = [("this tree", detect_now)]
     if base_inj is not None:
@@ -278,13 +278,13 @@ def _main(args: argparse.Namespace, stack: contextlib.ExitStack) -> None:
         new_kinds = {"named_secret", "card_number"}
         redacted = sum(bool(new_kinds & set(redact.redact(p).counts)) for p in seeds)
         flagged_new = sum(bool(set(injection.detect_injection(p).rules) & NEW_RULES) for p in seeds)
-        print(f"  seeds: {len(seeds)} paragraphs; redacted by named_secret / card_number: {redacted}; flagged by issue 11's rules: {flagged_new}")
+        print(f"  seeds: {len(seeds)} paragraphs; redacted by named_secret / card_number: {redacted}; flagged by the hardening rules: {flagged_new}")
     for name, det in runs:
         flagged = [det(t).rules for t in texts]
         any_flag = sum(bool(r) for r in flagged)
         new_flag = sum(bool(set(r) & NEW_RULES) for r in flagged)
         rules = Counter(x for r in flagged for x in r)
-        print(f"  corpus {name:12} {any_flag} strings flagged ({dict(rules)}); by issue 11's rules: {new_flag}")
+        print(f"  corpus {name:12} {any_flag} strings flagged ({dict(rules)}); by the hardening rules: {new_flag}")
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ Input: ``bench/backlog.py`` with ``--turns`` turns (default 50,000 = 200,000 cap
   INSERT per capture) on the same captures, already parsed (no JSON parsing in its timing).
 * scale: ``hivestream run`` on ``--scale`` times the turns (default 10: 2,000,000 events; 100: 20,000,000,
   generated as a stream, ~11 GB of JSONL), ``--scale-runs`` times (median); its CPU per capture and
-  peak RSS over the ones at 1× (issue 20: the cost of a capture does not grow with the input, targets
+  peak RSS over the ones at 1× (the cost of a capture must not grow with the input: targets
   ≤ 1.05 and ≤ 1.5). The runs of both sizes alternate, each large run printed with the ratio to the
   1× run just before it.
 
@@ -49,7 +49,7 @@ def stage_run(path: str, db: str, jobs: str = "0") -> dict[str, float]:
     from hivestream.embedded.frames import run_files
     from streams.gc_tuning import tune_gc
 
-    tune_gc()  # as the `run` command does before run_files (until stop 31 the bench left it out: ~5 µs more per capture)
+    tune_gc()  # as the `run` command does before run_files (without it: ~5 µs more per capture)
 
     def cpu_s(who: int) -> float:
         r = resource.getrusage(who)
@@ -121,8 +121,8 @@ def main() -> None:
             big_lines = write_backlog(blog, BacklogSpec(turns=a.turns * a.scale, days=12 * a.scale))
             print(f"scale: {big_lines} lines", flush=True)
         # The runs at 1x and at --scale alternate (1x, big, 1x, big, ...), so both sizes meet the
-        # same state of the machine: CPU per capture drifted by 5-10 % between phases of one bench
-        # (stop 32), as much as the 5 % the comparison is about.
+        # same state of the machine: CPU per capture drifted by 5-10 % between phases of one bench,
+        # as much as the 5 % the comparison is about.
         runs: list[dict[str, float]] = []
         bigs: list[dict[str, float]] = []
         for i in range(max(a.runs, a.scale_runs if a.scale > 1 else 0)):

@@ -1,4 +1,4 @@
-"""Benchmark the KnowHub and memory-stub Kafka stages on generated multi-day backlogs (issue #9 item 3).
+"""Benchmark the KnowHub and memory-stub Kafka stages on generated multi-day backlogs.
 
 Inputs (``bench/stage_backlog.py``, deterministic): ``--events`` KnowHub hook lines over twelve days
 (OpenClaw plugin sessions and Claude Code / Codex MCP calls of kb_search / kb_content / kb_submit)
@@ -22,11 +22,11 @@ wall-clock rates to other jobs on the machine):
   table) from first commit to zero lag vs a faust no-op agent on ``stub-events``;
 * ``hivestream stubs project`` (``StubProjector``, fresh file) vs a raw consume of ``stub-matches``.
 
-``--before REF`` (a commit of this repository, e.g. ``331fd42``, the last one before issue 20's batch
-delivery) also runs that commit's KnowHub and stub workers in the same run, each on its own
+``--before REF`` (a commit of this repository, e.g. ``331fd42``, the last one before batch delivery
+of the workers) also runs that commit's KnowHub and stub workers in the same run, each on its own
 namespace filled by the same ``produce`` (its own consumer group, so it reads every record), from
 a temporary ``git worktree`` of REF; the figures print "× before", the rate against the earlier
-code's on this machine in this run (issue 20: "at least 5× today's rate"), which a rate recorded
+code's on this machine in this run (the target was "at least 5×"), which a rate recorded
 on another day or machine cannot give.
 
 Usage: ``python bench/bench_stages.py [--events 200000] [--runs 3] [--stages kb,stubs] [--before REF]``. Uses

@@ -1,4 +1,4 @@
-"""Generated multi-day backlogs for the KnowHub and memory-stub Kafka stages (issue #9).
+"""Generated multi-day backlogs for the KnowHub and memory-stub Kafka stages.
 
 Two deterministic generators (same seed, same bytes), written for this project:
 
@@ -154,7 +154,7 @@ def stub_backlog(spec: StubBacklogSpec) -> Iterator[bytes]:
                 yield json.dumps({"type": "stub-deleted", "event_id": f"del-{victim[0]}-{victim[1]}-{next_night}", "event_time_ms": next_night + 2_000,
                                   "stub_id": victim[1], "channel": victim[0]}).encode()
             if day == spec.days // 2 and spec.global_stubs:
-                live[(None, spec.global_stubs)] = False  # the global set shrinks once; never re-created (see README: known difference)
+                live[(None, spec.global_stubs)] = False  # the global set shrinks once; never re-created (see docs/stubs.md: the known difference)
                 yield json.dumps({"type": "stub-deleted", "event_id": f"del-global-{spec.global_stubs}", "event_time_ms": next_night + 3_000,
                                   "stub_id": spec.global_stubs, "channel": None}).encode()
             next_night += DAY_MS

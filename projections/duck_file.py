@@ -2,7 +2,7 @@
 
 DuckDB opens other databases it recognises through an extension: given a SQLite file it loads
 (or, with network access, downloads) ``sqlite_scanner`` and attaches it, and the writer would
-create hivestream's tables inside the user's SQLite database (issue 20's review). A DuckDB file
+create hivestream's tables inside the user's SQLite database. A DuckDB file
 carries the magic bytes ``DUCK`` at offset 8 of its main header (DuckDB's storage format,
 ``MainHeader::MAGIC_BYTES``); a file that has 12 bytes or more and not those is refused before
 DuckDB sees it. Missing, empty and shorter files are left to DuckDB (it creates, or refuses, them).

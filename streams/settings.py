@@ -7,7 +7,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from streams.model.body_hash import KeyStrategy
 
-DEFAULT_WINDOW_MS = 600_000  # 10 min; see README "Choosing the window"
+DEFAULT_WINDOW_MS = 600_000  # 10 min; see docs/dedup.md#choosing-the-window
 DEFAULT_ALLOWED_LATENESS_MS = 60_000
 DEFAULT_MAX_BODY_BYTES = 524_288  # 512 KiB of UTF-8 after stripping the prefix
 

@@ -1,4 +1,4 @@
-"""A brute-force reference of the dedup rule (README "Dedup semantics"), independent of the dedup core.
+"""A brute-force reference of the dedup rule (docs/dedup.md), independent of the dedup core.
 
 It keeps every frame ever created in one list and scans it for each capture: no state mapping, no
 eviction, no changelog, no partitions. Per key group (``int(body_hash[:8], 16) % 256``) the

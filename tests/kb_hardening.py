@@ -1,4 +1,4 @@
-"""Test cases written for issue 11 (KnowHub hardening), one set per class, positive and negative.
+"""KnowHub hardening test cases, one set per class, positive and negative.
 
 Redaction: secrets named by their context (``named_secret``, and the forms the older ``secret`` /
 ``aws_key`` rules already read) and payment card numbers (``card_number``). Injection: requests to

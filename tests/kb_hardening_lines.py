@@ -1,4 +1,4 @@
-"""Issue 11's cases (tests/kb_hardening.py) pushed through every KnowHub entry point, and the check
+"""The hardening cases (tests/kb_hardening.py) pushed through every KnowHub entry point, and the check
 of what came out; used on the embedded runner (tests/test_kb_hardening.py) and on Kafka
 (tests/test_kb_kafka_path.py).
 
@@ -39,7 +39,7 @@ class Item(NamedTuple):
 
 
 def items() -> list[Item]:
-    """Every case of issue 11, numbered."""
+    """Every hardening case, numbered."""
     out: list[Item] = []
     for cls, (rpos, rneg) in REDACTION_CLASSES.items():
         out += [Item(0, "redact", cls, c.text, dict(c.counts)) for c in rpos]

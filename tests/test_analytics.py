@@ -1,4 +1,4 @@
-"""Frame analytics (#12): each query on a small hand-made projection with the answer worked out by
+"""Frame analytics: each query on a small hand-made projection with the answer worked out by
 hand here, and on the real corpus."""
 
 from __future__ import annotations
@@ -147,7 +147,7 @@ def test_resent_short_bodies(hand: duckdb.DuckDBPyConnection) -> None:
 
 
 # --- the real corpus ------------------------------------------------------------------------------
-needs_corpus = pytest.mark.skipif(not CORPUS.exists(), reason=corpus_only("the figures of the README's window table"))
+needs_corpus = pytest.mark.skipif(not CORPUS.exists(), reason=corpus_only("the figures of the window table of docs/dedup.md"))
 
 
 @pytest.fixture(scope="module")
@@ -162,7 +162,7 @@ def test_queries_on_the_corpus(corpus_db: Path, tmp_path: Path) -> None:
     con = duckdb.connect(str(corpus_db), read_only=True)
     cols, rows = run_query(con, "totals", QUERIES)
     total = {k: int(v) for k, v in zip(cols, rows[0], strict=True)}  # type: ignore[call-overload]
-    # the README's window table, produced by the tool: 126 frames / 116 duplicates up to 10 s, 124 / 118 at 1 min, 120 / 122 from 10 min on
+    # the window table of docs/dedup.md, produced by the tool: 126 frames / 116 duplicates up to 10 s, 124 / 118 at 1 min, 120 / 122 from 10 min on
     whatif = {r[0]: (r[3], r[4], r[5]) for r in q(con, "window-whatif")}
     assert whatif["1 s"] == whatif["10 s"] == (126, 116, False) and whatif["1 min"] == (124, 118, False)
     assert whatif["10 min"] == (120, 122, True) and whatif["unbounded"] == (120, 122, False)

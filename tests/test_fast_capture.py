@@ -121,7 +121,7 @@ def test_line_capture_equals_the_general_path_next_to_other_shapes() -> None:
 def test_an_id_part_nested_past_the_limit_is_a_dead_letter(depth: int) -> None:
     """A ``tool_use_id`` nested ``depth`` levels (orjson reads 1,024): up to 64 levels a capture on both
     paths, deeper a ``wrong_shape`` dead letter and no fast answer, whatever the caller's stack depth
-    (found by the breaker at stop 37: the id's ``json.dumps`` raised RecursionError near Python's limit,
+    (a fuzzing pass found it: the id's ``json.dumps`` raised RecursionError near Python's limit,
     or not, with the stack; the import then stopped)."""
     line = (b'{"session_id":"s","hook_event_name":"Stop","last_assistant_message":"hi","ts":5,"tool_use_id":'
             + b"[" * depth + b"]" * depth + b"}")

@@ -183,7 +183,7 @@ def test_a_file_made_with_the_old_primary_keys_folds_the_same(tmp_path: Path) ->
 @pytest.mark.parametrize("collide", [False, True])
 def test_sink_equals_a_plain_fold_when_fingerprints_collide_and_frames_are_old(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                                                collide: bool) -> None:
-    """Issue 20: the fingerprint test and the recent-rows search for frames change no answer: with
+    """The fingerprint test and the recent-rows search for frames change no answer: with
     every fingerprint colliding (each batch takes the exact scans), and with batches of 3 so that
     touches and redeliveries reach frames written far more than ``RECENT_BATCHES`` batches before."""
     from projections.frames.fingerprints import Fingerprints
@@ -222,7 +222,7 @@ class _Recorder:
 
 
 def test_a_batch_of_new_captures_scans_neither_whole_table(tmp_path: Path) -> None:
-    """Issue 20: a batch with no repeated event id runs no join against all of ``frame_captures``,
+    """A batch with no repeated event id runs no join against all of ``frame_captures``,
     and the frames it touches are found among the rows of the last batches, not in all of ``frames``."""
     events = _events(600, seed=9)
     with DuckSink(tmp_path / "p.duckdb") as sink:

@@ -1,4 +1,4 @@
-"""The command hook's delivery rule (issue 19): a payload leaves its spool only on a 2xx or the
+"""The command hook's delivery rule: a payload leaves its spool only on a 2xx or the
 server's verdict that it dead-lettered it whole; failing payloads do not block the others; the
 fallback spool is forwarded; concurrent flushes post each payload once; the spool's own
 temporary, in-flight and odd entries are left alone."""

@@ -3,7 +3,7 @@
 A frame remembers every event id it absorbed (at-least-once re-delivery gets the same answer), so
 the changelog record of a hot body's key grows with its captures in the window: ~52 bytes each, past
 Kafka's default ``max.message.bytes`` (1,048,588) at ~20,000. The broker refused that record, and the
-worker stopped on it (since stop 30; before, the write was lost unseen and the partition's state
+worker stops on it (a worker that went on would lose the write unseen, and the partition's state
 with it). The changelog topics hivestream creates take records up to 16 MiB
 (:data:`streams.kafka.faust_app.CHANGELOG_CONFIG`). Here: half the captures, a kill -9 after the
 second half was produced, a new worker restoring the >1 MiB records, zero committed lag, and the

@@ -1,4 +1,4 @@
-"""Authentication fails closed (issue 19): strict tokens files, an empty one refuses to start,
+"""Authentication fails closed: strict tokens files, an empty one refuses to start,
 event ids a gateway cannot choose, and ``/metrics`` optionally behind a token."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The server's answers at the edges of its input (issue 19), in process over a memory sink:
+"""The server's answers at the edges of its input, in process over a memory sink:
 every refused payload is dead-lettered with its reason and the answer says so (the verdict a
 client may drop it on), never a 500."""
 

@@ -1,4 +1,4 @@
-"""A property-based fuzz of the ingest server in process (issue 19): random bodies, encodings,
+"""A property-based fuzz of the ingest server in process: random bodies, encodings,
 NDJSON mixes, number and nesting extremes, wrong and missing tokens. Every answer is a JSON verdict
 (never a 500); every accepted payload is a hook event, every refused one a dead letter with a
 reason, and the good lines of a mixed request are kept."""

@@ -1,4 +1,4 @@
-"""The property-based fuzz of issue 19 against a real ``hivestream ingest`` process and the real
+"""The ingest server's property-based fuzz against a real ``hivestream ingest`` process and the real
 broker: the bodies, encodings, tokens and runtimes of :mod:`tests.test_ingest_fuzz` (imported, not
 copied) are posted to one server on a fresh namespace, and ``hook-events`` and ``dead-letter`` are
 read once at the end.

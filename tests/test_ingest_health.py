@@ -1,4 +1,4 @@
-"""Honest health (issue 19): ``/healthz`` says not ready whenever a POST would be refused (the spool
+"""Honest health: ``/healthz`` says not ready whenever a POST would be refused (the spool
 too full for one more request, its disk full, a spool write that just failed)."""
 
 from __future__ import annotations

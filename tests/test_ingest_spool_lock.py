@@ -1,4 +1,4 @@
-"""One ``hivestream ingest`` per spool directory (issue 19): an exclusive lock, a second process
+"""One ``hivestream ingest`` per spool directory: an exclusive lock, a second process
 refuses to start with a clear message, and the default spool does not depend on the working
 directory."""
 

@@ -195,7 +195,7 @@ def test_knowhub_payloads_are_redacted_before_the_topic() -> None:
 def test_a_knowhub_line_keeps_its_own_event_id_live_and_on_import(tmp_path: Path) -> None:
     """A KnowHub line's ``event_id`` is a reference (an experience's id is its first submission's,
     reviews name it), so the server keeps it: posted by any gateway on either route, and imported
-    from a file, it is one event with one id (README: ingest, "Event ids")."""
+    from a file, it is one event with one id (docs/agents-connect.md, Many gateways)."""
     line = {"type": "experience-submitted", "schema_version": 1, "event_id": "kb-line-1", "event_time_ms": 1_790_000_000_000,
             "task": "rebalance storm", "resource": "consumer group", "result": "raise max.poll.interval.ms", "agent_id": "a1"}
     body = json.dumps(line).encode()

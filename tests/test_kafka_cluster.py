@@ -1,4 +1,4 @@
-"""Issue 18 on a real three-broker cluster (``deploy/kafka/cluster.sh``): every Kafka command over
+"""Kafka as users run it, on a real three-broker cluster (``deploy/kafka/cluster.sh``): every Kafka command over
 SASL_SSL with SCRAM, configured by nothing but a Java-client ``client.properties`` and
 ``KAFKA_BOOTSTRAP_SERVERS``, equal to the embedded runners; three replicas on every topic a
 namespace gets (changelogs included); one-line errors for a wrong password, a wrong CA and a

@@ -1,4 +1,4 @@
-"""The one Kafka connection (issue 18): precedence, the client properties file, the builders, the
+"""The one Kafka connection: precedence, the client properties file, the builders, the
 one-line errors, secrets that never print, and no client made outside streams/kafka/clients.py."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 18 on the real single broker: one-line errors for connections that cannot work, topics
+"""Kafka as users run it, on the real single broker: one-line errors for connections that cannot work, topics
 created with the configured replication, ``topics --check``, and a worker that refuses a
 ``hook-events`` whose partition count differs from its state's."""
 

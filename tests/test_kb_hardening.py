@@ -1,4 +1,4 @@
-"""Issue 11 on the embedded runner: every case of tests/kb_hardening.py through every KnowHub entry
+"""The KnowHub hardening cases on the embedded runner: every case of tests/kb_hardening.py through every KnowHub entry
 point (kb_submit from OpenClaw, Claude Code and Codex, a direct line, extraction, kb_search) comes
 out redacted / flagged exactly as the unit tests say, in strict mode; relaxed mode keeps the text."""
 

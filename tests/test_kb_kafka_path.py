@@ -1,7 +1,8 @@
 """KnowHub on the real broker: ``hivestream produce`` → worker (validate + extract agents, the
 extractor a local OpenAI-protocol server) → ``hivestream kb project``, equal to ``hivestream kb
 run``; a replay into a new file gives it again; no sensitive substring on any topic or in the
-worker's log in strict mode; issue 11's cases come out right through every entry point."""
+worker's log in strict mode; the hardening cases (tests/kb_hardening.py) come out right through
+every entry point."""
 
 from __future__ import annotations
 
@@ -43,7 +44,7 @@ def reviews_for(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def settle_extractions(t: dict[str, list[tuple[Any, ...]]]) -> dict[str, list[tuple[Any, ...]]]:
     """The tables with the one documented difference taken out: an experience extracted several times
     enters the dedup when each extraction answers, so which extraction is its first writer depends on
-    the endpoint's answer order (README, KnowHub on Kafka). Its rows are replaced by (dedup key, status,
+    the endpoint's answer order (docs/knowledge-base.md, On Kafka). Its rows are replaced by (dedup key, status,
     submissions, agents) and its submissions by (event id, dedup key, kind)."""
     raced = {r[0]: r for r in t["experiences"] if r[2] == "extracted" and r[10] > 1}
     out = dict(t)
@@ -116,7 +117,7 @@ def test_kb_kafka_path_equals_the_embedded_runner(kafka_bootstrap: str, tmp_path
         assert g[name] == w[name], name
     # offsets differ, and the Kafka original is the serialised hook event `produce` wrote rather than the file's line
     assert sorted(r[1:4] for r in got["kb_dead_letters"]) == sorted(r[1:4] for r in want["kb_dead_letters"])
-    # issue 11's cases came through every entry point on Kafka as they do embedded (also implied by the equal tables)
+    # the hardening cases came through every entry point on Kafka as they do embedded (also implied by the equal tables)
     check(db, strict=True)
     # a replay into a new file gives it again
     again = tmp_path / "replay.duckdb"

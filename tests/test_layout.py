@@ -1,7 +1,7 @@
 """The tree reads as the pipeline: no import circle between modules (function-level imports
 included), and the packages depend on each other in one direction only.
 
-The rule (README "The code"): ``hivestream`` → ``projections`` → ``streams``; inside ``streams``,
+The rule (docs/design.md#the-code): ``hivestream`` → ``projections`` → ``streams``; inside ``streams``,
 the apps (``workers``, ``produce``, ``ingest``) → the pipelines (``frames``, ``experiences``,
 ``stubs``, ``memory_calls``) → ``redaction`` / ``importers`` → ``model``, with ``settings`` and
 ``kafka`` below the apps. A pipeline never imports another pipeline's package except the one

@@ -1,4 +1,4 @@
-"""The read side of memory (#12): tool-name classification, real hook-call shapes from the three
+"""The read side of memory: tool-name classification, real hook-call shapes from the three
 runtimes, results counted from responses, the memory_tool_calls projection and its queries, and
 no secret of a tool call's arguments in any table."""
 

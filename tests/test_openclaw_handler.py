@@ -1,5 +1,5 @@
 """The OpenClaw handler ``hooks install openclaw`` writes, run by Node against a local stand-in
-for the server (issue 19): its spool drains in batches under the body limit, and an event leaves
+for the server: its spool drains in batches under the body limit, and an event leaves
 the spool only on a 2xx or the server's verdict that it dead-lettered it whole."""
 
 from __future__ import annotations

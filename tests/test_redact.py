@@ -577,7 +577,7 @@ NEGATIVES: list[str] = [
 ]
 
 
-# --- issue 11: secrets named by their context and payment card numbers (tests/kb_hardening.py) ---
+# --- hardening: secrets named by their context and payment card numbers (tests/kb_hardening.py) ---
 HARDENING_CASES: list[Case] = [Case(c.id, c.text, c.secrets, dict(c.counts)) for pos, _neg in REDACTION_CLASSES.values() for c in pos]
 HARDENING_NEGATIVES: list[str] = [text for _pos, neg in REDACTION_CLASSES.values() for text in neg]
 CASES += HARDENING_CASES
@@ -764,7 +764,7 @@ def test_concatenated_cases_count_additively(cases: list[Case], sep: str) -> Non
             assert secret not in result.text
 
 
-# --- issue 11 ----------------------------------------------------------------------------------
+# --- hardening --------------------------------------------------------------------------------
 
 
 def _luhn_ok(digits: str) -> bool:
@@ -782,7 +782,7 @@ def test_each_new_class_has_ten_positives_and_ten_negatives_with_its_own_kind() 
 @pytest.mark.parametrize("text", CARD_NEGATIVES)
 def test_card_negatives_are_luhn_failing_or_outside_the_card_ranges(text: str) -> None:
     """The digit runs of the card negatives that look like a card (13-19 digits, first digit 2-6,
-    standing alone) fail the Luhn check: what the issue asks to keep."""
+    standing alone) fail the Luhn check, so keeping them is right."""
     import re
 
     for run in re.findall(r"(?<![\w.-])\d{4}(?:[ -]\d{3,6}){2,4}(?![\w.])|(?<![\w.-])\d{13,19}(?![\w.])", text):

@@ -1,4 +1,4 @@
-"""``hivestream report`` (#12) without a browser: the page is self-contained, shows "no data yet" on
+"""``hivestream report`` without a browser: the page is self-contained, shows "no data yet" on
 an empty file, reads the demo file, all three projections, and a Kafka-path file's snapshot while
 its writer holds it; ``hivestream demo`` ends by writing it."""
 

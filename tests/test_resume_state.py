@@ -1,4 +1,4 @@
-"""A run resumed after a crash ends with the dedup state of an uninterrupted run (issue 20's review).
+"""A run resumed after a crash ends with the dedup state of an uninterrupted run.
 
 The dedup core sweeps closed frames every ``sweep_every`` captures; the embedded runner stores the
 count since the last sweep with the state of each batch, so a resumed run sweeps at the same

@@ -41,9 +41,9 @@ def test_not_json_data_raises() -> None:
 
 @pytest.mark.parametrize("old_file", [False, True])
 def test_state_rows_follow_the_changes_batch_after_batch(tmp_path: Path, old_file: bool) -> None:
-    """Issue 20: ``dedup_state`` has no index; each batch deletes its keys' rows and appends the
+    """``dedup_state`` has no index; each batch deletes its keys' rows and appends the
     set ones. After every batch the stored state equals the changes applied to a dict, one row per
-    key, in a new file and in one created with the primary key of the files before stop 33."""
+    key, in a new file and in one created with the primary key older versions gave it."""
     import random
 
     from projections.frames.sink import DuckSink

@@ -67,10 +67,10 @@ app = typer.Typer(help="hivestream: dedup AI-agent memory captures into DuckDB p
                   pretty_exceptions_enable=False)
 app.add_typer(stubs_app, name="stubs", help="memory stubs: import stubs.db, match, what-if, queries")
 app.add_typer(kb_app, name="kb", help="KnowHub experiences: run, project, submit, review, search, queries")
-register_ingest(app)  # ingest, hook, hooks install|uninstall (issue 10)
+register_ingest(app)  # ingest, hook, hooks install|uninstall
 register_lag(app)
 register_topics(app)  # topics [--check]
-register_serve(app)  # serve (issue 21)
+register_serve(app)  # serve
 register_mcp(app)
 out = Console(width=max(100, Console().width))
 err = Console(stderr=True)

@@ -1,4 +1,4 @@
-"""Import outcomes as columns: what ``hivestream run``'s import hands its dedup loop (issue 20).
+"""Import outcomes as columns: what ``hivestream run``'s import hands its dedup loop.
 
 The dedup core reads five fields of a capture (event id, key, event time, partition, offset); the
 other nine (body hash, content, provenance, details) only go to the DuckDB sink. An

@@ -111,7 +111,7 @@ class EmbeddedRunner:
             since_sweep=self.sink.load_since_sweep(),  # a resumed run sweeps where an uninterrupted one does
         )
         self.report = RunReport(db=str(db))
-        self.memory = MemoryCallPass(self.sink.con)  # issue 12: memory_tool_calls (the read side of memory)
+        self.memory = MemoryCallPass(self.sink.con)  # memory_tool_calls (the read side of memory)
         self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="run-write")
         self._pending: Future[None] | None = None
 
@@ -223,7 +223,7 @@ class EmbeddedRunner:
                     r.events += 1
                     r.captures += 1
                     if calls and i in calls:
-                        memory.pending.append(calls[i])  # issue 12
+                        memory.pending.append(calls[i])
                     continue
                 raw, payload, read_at = others[oi]
                 oi += 1
@@ -234,7 +234,7 @@ class EmbeddedRunner:
                 if kind != "d":  # an event that is not a turn, or one capture_outcome rejected
                     r.events += 1
                     if calls and i in calls:
-                        memory.pending.append(calls[i])  # issue 12
+                        memory.pending.append(calls[i])
                 if kind == "n":
                     skips.append(payload)
                     r.not_captures += 1

@@ -1,7 +1,7 @@
 """What the MCP tools call: the agent API (``/api/search``, ``/api/submit``, ``/api/content/{id}``,
 ``/api/memory/search``) as an async protocol.
 
-Each method answers the JSON object the HTTP route answers (the contract in the README's agent API
+Each method answers the JSON object the HTTP route answers (the contract in docs/agents.md, the agent API
 section): :class:`~hivestream.mcp.http_client.HttpAgentApi` asks a server over HTTP (``hivestream
 mcp`` over stdio); an in-process implementation calls the service layer directly (``/mcp`` on serve
 and ingest). A refusal is an :class:`AgentApiError`, never another exception type.

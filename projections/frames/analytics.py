@@ -7,7 +7,7 @@ All days are UTC, all times epoch ms. Definitions used by several queries:
 * **project of a frame**: its first writer's ``project:`` token; when the first writer has none (a
   gateway captured the turn first), the project of any of its capturing sessions that first-wrote
   a frame with a project; else ``(none)``.
-* **one-sided turn** (README "One-sided turns"): a prompt or reply frame (event type
+* **one-sided turn** (docs/analytics.md): a prompt or reply frame (event type
   ``user-prompt-submit`` or ``stop``) captured only by gateway sessions or only by backend sessions,
   where the capturing session is *paired*: it shares at least one frame with a session of the
   other side, so both sides normally capture its turns. Counted per frame, per capturing source,
@@ -196,7 +196,7 @@ ANALYTICS_QUERIES: dict[str, NamedQuery] = {
         ),
         NamedQuery(
             "duplicate-share-per-project",
-            "captures and duplicates per project (the frame's project, see the README)",
+            "captures and duplicates per project (the frame's project, see docs/analytics.md)",
             f"""WITH {FRAME_PROJECT}
                 SELECT fp.project, count(*) AS captures, count(*) FILTER (WHERE c.is_duplicate) AS duplicates,
                        round(count(*) FILTER (WHERE c.is_duplicate) / count(*), 4) AS share

@@ -19,7 +19,7 @@ import pyarrow as pa
 def state_json(value: Any) -> str:
     """The ``dedup_state.frames`` text of one key's dedup entry (compact JSON; read back with ``json.loads``).
 
-    orjson writes it (a fifth of ``json.dumps``'s time: one entry per key a batch changed, issue 20);
+    orjson writes it (a fifth of ``json.dumps``'s time: one entry per key a batch changed);
     a value orjson refuses (an int beyond 64 bits) is written by ``json.dumps`` instead, so no
     entry fails a batch.
 
@@ -73,9 +73,9 @@ def write_state(con: duckdb.DuckDBPyConnection, upserts: Mapping[str, Any], dele
     """Replace the rows of the keys set (``upserts``: key → entry) and delete those of ``deletes``,
     inside the caller's open transaction.
 
-    The table has no index (files created before stop 33 have a primary key, which this statement
+    The table has no index (files created by older versions have a primary key, which this statement
     pair keeps valid): deleting the keys' rows and appending cost 0.16 µs per capture of a 200k run
-    where ``INSERT OR REPLACE`` through the index cost 0.6, and the commit 0.35 µs less (issue 20).
+    where ``INSERT OR REPLACE`` through the index cost 0.6, and the commit 0.35 µs less.
     The sweeps keep the table at the keys of the window, so the delete's scan stays small; with an
     unbounded window it grows with the keys.
 

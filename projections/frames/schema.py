@@ -1,4 +1,4 @@
-"""DuckDB schema of the projections (DESIGN.md §4). Times are epoch milliseconds (``*_ms``)."""
+"""DuckDB schema of the projections (docs/design.md#projections). Times are epoch milliseconds (``*_ms``)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ SCHEMA_VERSION = 1
 
 # The long strings (content, ids, hashes) are stored with zstd, not DuckDB's default dictionary +
 # FSST: a checkpoint of a 200,000-capture run's rows took 0.34 s of CPU instead of 0.48 (the
-# writer's closing checkpoint runs on one thread after the last batch; issue 20), the file was
+# writer's closing checkpoint runs on one thread after the last batch), the file was
 # 5 % smaller, and a full scan of ``content`` (``ILIKE``) ~25 % slower. Files created before keep
 # their columns' settings (``CREATE TABLE IF NOT EXISTS``).
 
@@ -40,7 +40,7 @@ DDL = [
         is_duplicate BOOLEAN NOT NULL,
         src_partition INTEGER,
         src_offset BIGINT,
-        is_late BOOLEAN NOT NULL DEFAULT false  -- event time below its key group's watermark (README "Dedup semantics")
+        is_late BOOLEAN NOT NULL DEFAULT false  -- event time below its key group's watermark (docs/dedup.md)
     )""",
     """CREATE TABLE IF NOT EXISTS skipped_events (
         event_id VARCHAR NOT NULL USING COMPRESSION zstd,  -- unique (the sink inserts only new event ids, as in frame_captures)

@@ -86,15 +86,15 @@ _INSERT_SKIPPED = """INSERT INTO skipped_events SELECT event_id, reason, source,
 # DuckDB's memory limit per writer (its default, 80 % of RAM, let the buffer cache keep every block
 # it scanned). The rows not yet checkpointed live in that memory: at 256 MB with a 256 MB WAL
 # threshold they spilled to temporary files (zstd) at 2M captures, ~1 µs of CPU per capture more
-# than at 200k (stop 32; at 512 MB no spill, but peak RSS 888 MiB).
+# than at 200k (at 512 MB no spill, but peak RSS 888 MiB).
 DEFAULT_MEMORY_LIMIT = "320MB"
 # DuckDB checkpoints once its WAL passes this. At its default (16 MB) every batch of the runner
 # (~25 MB of WAL per 50,000 captures) checkpointed, and each checkpoint recompressed the tables'
 # partly filled last row groups again: ~14 µs of CPU per capture once the file held a few row
-# groups (issue 20). At 128 MB a checkpoint came every ~5 batches, and at 2M captures some cost
+# groups. At 128 MB a checkpoint came every ~5 batches, and at 2M captures some cost
 # 2.9 s where others cost 0.8 (10 s in all; 15.6 s at 64 MB, 7.4 s at 256 MB). With the memory
 # limit above, 192 MB (a checkpoint every ~8 batches) left the runner's CPU per capture at 2M
-# where it is at 200k, peak RSS 707 MiB (stop 32). A restart after a crash replays at most this
+# where it is at 200k, peak RSS 707 MiB. A restart after a crash replays at most this
 # much WAL.
 CHECKPOINT_THRESHOLD = "192MB"
 RECENT_BATCHES = 4  # a batch's frames already in the table are looked for first among the rows the last 4 batches wrote
@@ -110,7 +110,7 @@ class MetaMismatch(RuntimeError):
 
 
 class DuckSink:
-    """Writer of one DuckDB projection file (one writer process per file, DESIGN.md §4).
+    """Writer of one DuckDB projection file (one writer process per file, docs/design.md#projections).
 
     Args:
         path: the DuckDB file; created with the schema when missing.
@@ -121,8 +121,8 @@ class DuckSink:
             again from the file), intermediate results spill to a temporary directory.
         threads: DuckDB's ``threads`` for this connection, else DuckDB's default (one per core).
             ``hivestream run --jobs N`` passes 1: its import processes hold the other cores, and
-            DuckDB's second thread only competed with them (issue 20: the runner's CPU per
-            capture 1.5 µs less, its time ~4 % shorter, in four paired runs of 200k events).
+            DuckDB's second thread only competed with them (the runner's CPU per capture
+            1.5 µs less, its time ~4 % shorter, in four paired runs of 200k events).
 
     The connection checkpoints after :data:`CHECKPOINT_THRESHOLD` of WAL (a commit is durable in
     the WAL either way; a restart after a crash replays at most that much).
@@ -356,7 +356,7 @@ class DuckSink:
         there is neither, and the Arrow batch is used as it is; otherwise the new captures are
         materialised first. Returns (new frames, new duplicate captures).
 
-        Neither check scans a whole table in the usual batch (issue 20): the exact semi join
+        Neither check scans a whole table in the usual batch: the exact semi join
         against ``frame_captures`` runs only when an event id's fingerprint is already held
         (:mod:`projections.frames.fingerprints`, over the event ids and frame ids committed: a
         repeat, the first capture of a frame first seen through a touch, or a collision), and the

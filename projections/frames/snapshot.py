@@ -1,6 +1,6 @@
 """The projection's snapshot for readers: the copy ``<db>.snapshot``, its heartbeat, and how often to copy.
 
-DuckDB lets no second process open a file a writer holds, even read-only (DESIGN.md §4), so the
+DuckDB lets no second process open a file a writer holds, even read-only (docs/design.md#projections), so the
 writer (``hivestream project``, ``hivestream serve``) publishes a consistent copy now and then.
 A copy reads the whole file, so its cost grows with the projection: :class:`SnapshotPacing` keeps
 the copies to a bounded share of the writer's time (the gap after a copy is at least
@@ -204,7 +204,7 @@ def write_heartbeat_of(db: Path, checked_at_ms: int) -> None:
 def publish_snapshot(sink: DuckSinkLike, published_at_ms: int) -> Path:
     """Copy the projection into ``<db>.snapshot`` atomically, for readers while the writer runs.
 
-    DuckDB lets no second process open a file a writer holds, even read-only (DESIGN.md §4), so
+    DuckDB lets no second process open a file a writer holds, even read-only (docs/design.md#projections), so
     the writer publishes a consistent copy (:func:`copy_snapshot` on a cursor of the sink's
     connection), stamps it with the time and the positions it covers (table ``snapshot_info``),
     and renames it over the previous snapshot, so a reader never sees a half-written file.
@@ -235,8 +235,8 @@ def publish_idle_snapshot(sink: HoldingSinkLike, published_at_ms: int) -> Path:
     """:func:`publish_snapshot` for a writer with nothing in flight: checkpoint, then copy the file's bytes.
 
     ``COPY FROM DATABASE`` decodes and re-encodes every table, so each copy costs CPU in
-    proportion to the whole projection (a 200,000-event projection: ~0.5 s; issue 20's end-to-end
-    tail). When no transaction is open on the file and no other thread writes to it (the
+    proportion to the whole projection (a 200,000-event projection: ~0.5 s, the tail of the end-to-end
+    benchmark). When no transaction is open on the file and no other thread writes to it (the
     projector between two batches), ``CHECKPOINT`` moves every committed row from the WAL into the
     file, which then *is* a consistent database: it is copied as bytes through the sink's own
     descriptor (:class:`projections.frames.file_copy.HeldFileCopy`, which keeps DuckDB's ``fcntl``

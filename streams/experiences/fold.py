@@ -37,7 +37,7 @@ from streams.model.events import stable_id
 from streams.model.tracked_state import TrackedState
 
 # Allowed lateness of the experience dedup: a submission up to a day behind the newest one of its key
-# group still joins an open experience (the frames' rule, DESIGN.md §3, with W = one day).
+# group still joins an open experience (the frames' rule, docs/design.md#dedup-semantics, with W = one day).
 KB_ALLOWED_LATENESS_MS = 86_400_000
 REMIND_EVERY = 3  # seed: the plugin reminds on every 3rd before_prompt_build of a session
 

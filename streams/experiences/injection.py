@@ -49,7 +49,7 @@ Rule families (rule names are ``family.variant`` and are stable):
 * ``approval_manipulation`` — KnowHub-specific: "approve this entry", "mark this experience as
   trusted", "do not quarantine this", "bypass the review".
 
-Added for issue 11 (each with its own rule name):
+Rules added later (each with its own rule name):
 
 * ``tool_execution.invoke_tool`` — an order to invoke one of the reading agent's tools: "execute
   this tool immediately: …", "invoke this function:", a tool called with urgency ("… now", "right
@@ -72,8 +72,8 @@ Added for issue 11 (each with its own rule name):
   opening quote right before the phrase and the closing one within 40 characters after it, or a
   noun such as attacks / phrases / filter right after it).
 
-The text preparation and clause checks live in :mod:`streams.experiences.injection_text`, issue
-11's English rules in :mod:`streams.experiences.injection_orders`, the other languages in
+The text preparation and clause checks live in :mod:`streams.experiences.injection_text`, the
+later English rules in :mod:`streams.experiences.injection_orders`, the other languages in
 :mod:`streams.experiences.injection_i18n`; this module holds the older rules and the rule table.
 
 Why the rules need an imperative aimed at the model. Experiences are technical notes and
@@ -481,20 +481,13 @@ _RULES: tuple[_Rule, ...] = (
 
 
 def detect_injection(*texts: str) -> InjectionVerdict:
-    """Check an experience's fields (typically ``task, resource, result``) for prompt injection.
+    """Prompt-injection verdict on an experience's texts (typically ``task, resource, result``).
 
-    Each text is normalised (:func:`normalise`, plus a look-alike-letter fold) and checked on its
-    own against every rule; a rule matches when its pattern matches and its context guard accepts
-    the match (see the module docstring for why and what is deliberately not caught). Empty texts
-    are skipped; ``detect_injection()`` with no texts is not flagged.
-
-    Returns an :class:`InjectionVerdict`: ``flagged`` and the names of the rules that matched
-    (``"family.variant"``, unique, in rule-table order). Pure; raises nothing.
-
-    Extends memory-lancedb's ``looksLikePromptInjection`` (``extensions/memory-lancedb/index.ts``,
-    quoted in the seed ``knowhub-openclaw-integration.zh.md``) — every one of its four patterns
-    is covered here except where narrowed to avoid false positives on technical prose.
-    """
+    Each non-empty text is normalised and checked on its own against every rule (pattern and
+    context guard; the module docstring says what is deliberately not caught). Returns ``flagged``
+    and the matching rule names (``"family.variant"``, in rule-table order). Pure; raises nothing.
+    Extends memory-lancedb's ``looksLikePromptInjection`` (quoted in the seed
+    ``knowhub-openclaw-integration.zh.md``)."""
     found = set().union(*(_RULE_HITS(text) for text in texts if text))
     hits: list[str] = []
     for i, rule in enumerate(_RULES):

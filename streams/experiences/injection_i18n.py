@@ -20,9 +20,9 @@ Portuguese ``ignora``, French ``ignore``), the verb must start its clause or fol
 ("por favor", "agora", "et", "bitte", "och", "и" …) — "El modelo ignora las instrucciones
 anteriores" is a description.
 
-Source: the issue's eight languages, with wording from the translations that public injection
-test sets use (e.g. "Ignoriere alle vorherigen Anweisungen", "Ignora todas las instrucciones
-anteriores", "以前の指示をすべて無視して", "Игнорируй все предыдущие инструкции").
+Source: eight languages (German, Spanish, French, Portuguese, Swedish, Chinese, Japanese,
+Russian), with wording from the translations that public injection test sets use (e.g.
+"Ignoriere alle vorherigen Anweisungen", "Ignora todas las instrucciones anteriores", "以前の指示をすべて無視して", "Игнорируй все предыдущие инструкции").
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Orders aimed at the reading agent that issue 11 found unflagged, and the mention check (pure).
+"""Orders aimed at the reading agent that the earlier rules left unflagged, and the mention check (pure).
 
 * Tool invocation (``tool_execution.invoke_tool``): "execute this tool immediately: …", a tool
   called with urgency, a destructive or shell tool by name, "you must now invoke the function …";
@@ -11,8 +11,8 @@
   instructions'") is a mention, not an order.
 
 Matched against :func:`streams.experiences.injection_text.normalise`'s form (the bare header
-against :func:`~streams.experiences.injection_text.line_form`'s). Source: the issue's examples and
-negatives; the rule table is in :mod:`streams.experiences.injection`.
+against :func:`~streams.experiences.injection_text.line_form`'s). Source: the examples and negatives of
+``tests/kb_hardening.py``; the rule table is in :mod:`streams.experiences.injection`.
 """
 
 from __future__ import annotations

@@ -54,7 +54,7 @@ class Capture(NamedTuple):
 
 
 class SkipReason(StrEnum):
-    """Why a valid hook event is not a turn (counted in ``skipped_events``, never a dead letter: DESIGN §3).
+    """Why a valid hook event is not a turn (counted in ``skipped_events``, never a dead letter: docs/design.md#dedup-semantics).
 
     Dead letters stay for input that is wrong; these events are right and are simply not memory.
     """
@@ -164,19 +164,10 @@ def _hash_or_skip(ev: HookEvent, max_body_bytes: int) -> tuple[str, None] | tupl
 
 
 def capture_body_hash(ev: HookEvent, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> str | None:
-    """The body hash of ``ev``'s capture (:func:`streams.model.body_hash.body_hash` of its frame
-    content), or ``None`` when ``ev`` is not a turn (:func:`skip_reason`, or an empty body).
+    """The body hash (64 hex chars) of ``ev``'s capture, or ``None`` when ``ev`` is not a turn.
 
-    Args:
-        ev: a validated hook event.
-        max_body_bytes: the largest stripped body accepted, in UTF-8 bytes.
-
-    Returns:
-        64 hex chars (SHA-256), or ``None``.
-
-    Raises:
-        RejectedInput: ``body_too_large`` as :func:`capture_outcome`.
-    """
+    ``max_body_bytes`` bounds the stripped body in UTF-8 bytes; above it :class:`RejectedInput`
+    ``body_too_large``, as :func:`capture_outcome` raises."""
     return _hash_or_skip(ev, max_body_bytes)[0]
 
 

@@ -4,7 +4,7 @@ Pure and clock-free: time is the captures' event time only. State lives in any
 ``MutableMapping[str, Any]`` — a dict in tests, a :class:`~streams.model.tracked_state.TrackedState` stored in
 DuckDB by the embedded runner, a faust table with a changelog topic in the Kafka worker.
 
-Semantics (README "Dedup semantics"; DESIGN.md §3):
+Semantics (docs/dedup.md; the contract: docs/design.md#dedup-semantics):
 
 * **Key group.** Every key belongs to one of :data:`streams.model.key_groups.KEY_GROUPS` groups (from its
   body hash). ``hook-events`` is keyed by key group, so a group's captures reach one dedup step in

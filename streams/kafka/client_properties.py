@@ -62,7 +62,7 @@ _LOGIN_MODULES = {
     "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule": ("OAUTHBEARER",),
 }
 
-_MSK_IAM_HINT = "for MSK IAM use sasl.mechanism=OAUTHBEARER and a token provider, HIVESTREAM_KAFKA_OAUTH_TOKEN_PROVIDER (README 'Running on a cluster')"
+_MSK_IAM_HINT = "for MSK IAM use sasl.mechanism=OAUTHBEARER and a token provider, HIVESTREAM_KAFKA_OAUTH_TOKEN_PROVIDER (docs/cluster.md)"
 
 
 @dataclass(frozen=True)

@@ -122,7 +122,7 @@ def explain(exc: BaseException, conn: ConnectionFacts | None = None, *, at: str 
         user = f" for user {conn.sasl_username!r}" if conn is not None and conn.sasl_username else ""
         what = _kind(exc)
         return (f"not authorised: the cluster refused {what}{user} ({type(exc).__name__}); its ACLs must allow hivestream's "
-                "topics and groups (README 'Running on a cluster')")
+                "topics and groups (docs/cluster.md)")
     if _is(exc, "SaslAuthenticationFailed", "AuthenticationFailed"):
         user = f"user {conn.sasl_username!r}" if conn is not None and conn.sasl_username else "the client"
         mech = conn.mechanism_name() if conn is not None else "SASL"

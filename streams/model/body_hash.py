@@ -1,4 +1,4 @@
-"""The dedup hash and key (DESIGN.md §2).
+"""The dedup hash and key (docs/design.md#frame-prefix-and-dedup-key).
 
 ``body_hash(content)`` equals hive-mind's JavaScript
 ``createHash('sha256').update(stripHmPrefix(content).trim()).digest('hex')``

@@ -1,4 +1,4 @@
-"""Dead-letter records: bad input with the reason it was rejected (DESIGN.md §3).
+"""Dead-letter records: bad input with the reason it was rejected (docs/design.md#dedup-semantics).
 
 Bad input never crashes a worker and is never silently dropped: every rejected record becomes
 a :class:`DeadLetter` that carries the original bytes and where they came from, and the stream
@@ -65,7 +65,7 @@ class DeadLetter(BaseModel):
         event_id: the hook event's id when the record got that far, else ``""``.
         time_ms: when it was rejected, epoch ms, from the injected clock.
 
-    ``(source, partition, offset, event_id)`` is the refusal's identity (DESIGN.md §3): no two
+    ``(source, partition, offset, event_id)`` is the refusal's identity (docs/design.md#dedup-semantics): no two
     refusals share one, and a table keeps one row per identity, so reading the same record again
     (a replay after a crash, a file run twice) doubles nothing.
     """

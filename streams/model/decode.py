@@ -25,7 +25,7 @@ def sanitize_surrogates(value: Any) -> Any:
     """Replace lone surrogates in every string of a parsed JSON value with U+FFFD.
 
     A ``\\ud800`` escape in JSON is valid JSON; Node reads it as a lone UTF-16 code unit and
-    hashes it as U+FFFD, so hivestream treats it the same (issue #2). Returns a new value;
+    hashes it as U+FFFD, so hivestream treats it the same (parity with hive-mind's hash). Returns a new value;
     dict keys are sanitised too.
     """
     if isinstance(value, str):

@@ -1,4 +1,4 @@
-"""JavaScript string semantics needed for parity with hive-mind (DESIGN.md §2).
+"""JavaScript string semantics needed for parity with hive-mind (docs/design.md#frame-prefix-and-dedup-key).
 
 hive-mind computes its content hash in JavaScript, where:
 
@@ -41,19 +41,10 @@ def js_trim(s: str) -> str:
 
 
 def to_js_utf16(s: str) -> str:
-    """Normalise ``s`` to what JavaScript would hold after ``JSON.parse`` of the same text.
-
-    Adjacent high+low surrogate code points (possible in a Python ``str``) are combined into
-    one code point, as a UTF-16 string would read them; every remaining unpaired surrogate is
-    replaced by U+FFFD, as Node's UTF-8 encoder does. Strings without surrogates are returned
-    unchanged (fast path).
-
-    Args:
-        s: any Python string.
-
-    Returns:
-        A string that encodes to UTF-8 without error and equals Node's view of ``s``.
-    """
+    """``s`` as JavaScript holds it after ``JSON.parse`` of the same text: adjacent high+low
+    surrogates combined into one code point, every unpaired surrogate U+FFFD (as Node's UTF-8
+    encoder writes it). The result always encodes to UTF-8; a string without surrogates is
+    returned as it is."""
     if not _SURROGATE_RE.search(s):
         return s
     units = s.encode("utf-16-le", "surrogatepass")

@@ -1,6 +1,6 @@
 """The hive-mind frame prefix ``[hm session:… parent:… src:… event:… project:…] BODY``.
 
-Source: DESIGN.md §2 and hive-mind's ``buildPrefix`` (shim-core ``frame-encoder.ts``) and
+Source: docs/design.md#frame-prefix-and-dedup-key and hive-mind's ``buildPrefix`` (shim-core ``frame-encoder.ts``) and
 ``stripHmPrefix`` (``content.replace(/^\\[hm [^\\]]*\\]\\s*/, '')``) as quoted in
 ``seeds/hive-mind-oq6-dedup-design.md`` §3–4.
 """

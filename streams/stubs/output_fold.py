@@ -14,7 +14,7 @@ Pure and idempotent, so the Kafka projector can apply at-least-once input exactl
 
 Anything that does not parse becomes a :class:`~streams.stubs.replay.Rejection`.
 
-Known difference from the embedded runner (documented in the README): when a *global* stub is
+Known difference from the embedded runner (documented in docs/stubs.md): when a *global* stub is
 re-upserted with explicit telemetry (a re-import) or deleted and re-created with the same id
 while other channels' messages are being matched, the order between those matches and the
 upsert depends on partition interleaving.
