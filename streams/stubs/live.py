@@ -32,6 +32,7 @@ class LiveStubs:
         self.policy = policy or MatchPolicy()
         self._indexes: dict[ModelKey, StubIndex] = {}
         self._model_of: dict[tuple[str | None, int], ModelKey] = {}
+        self._count: dict[str | None, Counter[ModelKey]] = {}  # scope -> model -> stubs
         self.rejected = 0
         """State events refused (a bad embedding); each also returned by :meth:`apply`."""
 
@@ -83,22 +84,30 @@ class LiveStubs:
         self._indexes[new] = index
         if old is not None and old != new:
             self._drop(old, StubDeleted(event_id=ev.event_id, event_time_ms=ev.event_time_ms, stub_id=ev.stub_id, channel=ev.channel))
-        self._model_of[stub] = new
+        if self._model_of.get(stub) != new:
+            self._model_of[stub] = new
+            self._count.setdefault(ev.channel, Counter())[new] += 1
 
     def _drop(self, key: ModelKey, ev: StubDeleted) -> None:
         index = self._indexes[key]
         index.delete(ev)
         del self._model_of[(ev.channel, ev.stub_id)]
+        per = self._count[ev.channel]
+        per[key] -= 1
+        if not per[key]:
+            del per[key]
+            if not per:
+                del self._count[ev.channel]
         if not len(index):
             del self._indexes[key]
 
     def candidates(self, channel: str) -> int:
         """How many stubs of ``channel`` and of the global set exist, over all models."""
-        return sum(1 for scope, _ in self._model_of if scope in (channel, None))
+        return sum(n for scope in {channel, None} for n in self._count.get(scope, {}).values())
 
     def others(self, channel: str, model: str, dim: int) -> int:
         """How many stubs of ``channel`` and of the global set use another model or dimension than ``(model, dim)``."""
-        return sum(1 for (scope, _), key in self._model_of.items() if scope in (channel, None) and key != (model, dim))
+        return sum(n for scope in {channel, None} for key, n in self._count.get(scope, {}).items() if key != (model, dim))
 
     def match(self, message: MessageEmbedded, settings: MatchSettings | None = None) -> tuple[list[Match], float | None]:
         """The matches and best similarity of ``message`` among the stubs of its model (:meth:`StubIndex.match_scored`),
