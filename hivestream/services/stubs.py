@@ -17,7 +17,7 @@ OpenClaw plugin's ``before_prompt_build``):
    :class:`~streams.stubs.events.MessageEmbedded` and one :class:`~streams.stubs.events.StubMatched`
    per archive shown.
 
-It fails open: any error, or no answer within ``budget_s`` (default 2 s, far under the 30 s of a
+It fails open: any error, or no answer within ``budget_s`` (default 1.5 s, under the command hook's 2 s post timeout and far under the 30 s of a
 Claude Code hook, whose output is discarded when it times out), gives no context, and the reason
 is kept in :attr:`StubService.stats`.
 """
@@ -50,8 +50,8 @@ from streams.stubs.settings import MatchPolicy
 
 log = logging.getLogger("hivestream.services.stubs")
 
-DEFAULT_BUDGET_S = 2.0
-"""Seconds a prompt may wait for its context; past it the prompt goes on without."""
+DEFAULT_BUDGET_S = 1.5
+"""Seconds a prompt may wait for its context; past it the prompt goes on without (under the command hook's 2 s post timeout)."""
 MAX_ARCHIVE_BYTES = 256 * 1024
 """Largest archive file read (bytes); a bigger one is skipped (it could never fit a runtime's cap whole)."""
 NO_PROJECT = "(no project)"
