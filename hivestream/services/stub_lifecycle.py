@@ -35,7 +35,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from hivestream.services.stub_events import StubEventsError, emit_stub_events, stub_rows
+from hivestream.services.stub_events import StubEventsError, StubRow, emit_stub_events, stub_rows
 from streams.model.clock import Clock, wall_clock_ms
 from streams.model.events import stable_id
 from streams.stubs.embedder_choice import Embedder
@@ -276,6 +276,21 @@ def refresh_stubs(db: Path, embedder: Embedder, ids: Sequence[int] | None = None
             where = "the global set" if channel is None else f"channel {channel!r}"
             raise LifecycleError(f"no live stub {', '.join(map(str, sorted(missing)))} in {where} of {db}")
         rows = chosen
+    outcomes, events = refresh_events(rows, embedder, clock=clock, run=run)
+    if not events:
+        return outcomes, None
+    try:
+        return outcomes, emit_stub_events(db, events)
+    except StubEventsError as e:
+        raise LifecycleError(f"{e}; archives already rewritten keep their new content (the next refresh records them)") from None
+
+
+def refresh_events(rows: Sequence[StubRow], embedder: Embedder, *, clock: Clock = wall_clock_ms, run: Runner = _run
+                   ) -> tuple[list[Refreshed], list[StubRefreshed]]:
+    """Refresh each of ``rows`` (live stubs with their current vectors) from its source: the outcomes, in order, and the events to record.
+
+    Archives are rewritten as the module docstring says; nothing is recorded here. Never raises for one stub's failure.
+    """
     outcomes: list[Refreshed] = []
     events: list[StubRefreshed] = []
     for r in rows:
@@ -311,12 +326,7 @@ def refresh_stubs(db: Path, embedder: Embedder, ids: Sequence[int] | None = None
                                     model=r.model, dim=dim))
         outcomes.append(Refreshed(label, "refreshed" if changed else "unchanged",
                                   f"archive {tokens_of(content)} tokens" if changed else "content unchanged since the last refresh"))
-    if not events:
-        return outcomes, None
-    try:
-        return outcomes, emit_stub_events(db, events)
-    except StubEventsError as e:
-        raise LifecycleError(f"{e}; archives already rewritten keep their new content (the next refresh records them)") from None
+    return outcomes, events
 
 
 def _content(p: FileWatch | Script | DbQuery, archive_path: str, since_ms: int, run: Runner) -> tuple[str, bool]:

@@ -33,6 +33,7 @@ class LiveStubs:
         self._indexes: dict[ModelKey, StubIndex] = {}
         self._model_of: dict[tuple[str | None, int], ModelKey] = {}
         self._count: dict[str | None, Counter[ModelKey]] = {}  # scope -> model -> stubs
+        self._b64: dict[tuple[str | None, int], str] = {}  # the stub's embedding as its last event carried it
         self.rejected = 0
         """State events refused (a bad embedding); each also returned by :meth:`apply`."""
 
@@ -87,11 +88,13 @@ class LiveStubs:
         if self._model_of.get(stub) != new:
             self._model_of[stub] = new
             self._count.setdefault(ev.channel, Counter())[new] += 1
+        self._b64[stub] = ev.embedding_b64
 
     def _drop(self, key: ModelKey, ev: StubDeleted) -> None:
         index = self._indexes[key]
         index.delete(ev)
         del self._model_of[(ev.channel, ev.stub_id)]
+        self._b64.pop((ev.channel, ev.stub_id), None)
         per = self._count[ev.channel]
         per[key] -= 1
         if not per[key]:
@@ -100,6 +103,15 @@ class LiveStubs:
                 del self._count[ev.channel]
         if not len(index):
             del self._indexes[key]
+
+    def stubs(self) -> list[tuple[StubRecord, str]]:
+        """Every stub's record and its embedding (base64 float32 LE, as its last event carried it), by channel (global first) and id."""
+        out = []
+        for key in sorted(self._model_of, key=lambda k: (k[0] is not None, k[0] or "", k[1])):
+            rec = self.record(*key)
+            if rec is not None:
+                out.append((rec, self._b64[key]))
+        return out
 
     def candidates(self, channel: str) -> int:
         """How many stubs of ``channel`` and of the global set exist, over all models."""
