@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
@@ -220,3 +221,19 @@ def test_with_the_local_model(archives: dict[str, Path]) -> None:
     hit = svc.inject(prompt("Move the card for Friday on the Trello board"))
     assert hit.context is not None and "Board id 5f2a" in hit.context and "ads_prod" not in hit.context
     assert svc.inject(prompt("Recommend a good pasta recipe for dinner")).context is None
+
+
+async def test_the_front_door_answers_a_prompt_body_with_context_and_stub_records(archives: dict[str, Path]) -> None:
+    from hivestream.services.stub_door import StubDoor
+
+    door = StubDoor(service([stub(1, "trello board lists cards", archives["trello"])]), "hivestream.stub-events")
+    body = {"hook_event_name": "UserPromptSubmit", "prompt": "trello board lists", "cwd": "/home/u/proj", "session_id": "s"}
+    got = await door.answer_hook("claude-code", [body], 7)
+    assert got is not None and got.context is not None and "5f2a" in got.context
+    assert [(t, k) for t, k, _ in got.records] == [("hivestream.stub-events", b"proj")] * 2
+    assert [json.loads(v)["type"] for _, _, v in got.records] == ["message-embedded", "stub-matched"]
+    assert await door.answer_hook("openclaw", [body], 7) is None  # the plugin has its own route
+    assert await door.answer_hook("claude-code", [body, body], 7) is None  # a batch is no runtime's own hook
+    assert await door.answer_hook("codex", [body | {"hook_event_name": "Stop"}], 7) is None
+    sub = await door.answer_hook("claude-code", [body | {"agent_id": "a1"}], 7)
+    assert sub is not None and sub.context is None and sub.records == []
