@@ -9,7 +9,7 @@ from pathlib import Path
 from hivestream.cli.app import SAMPLES
 from hivestream.embedded.experiences import run_kb_files
 from hivestream.embedded.frames import run_files
-from projections.stubs.sink import run_stub_logs
+from hivestream.embedded.stubs import run_stub_logs
 from streams.stubs.log import read_log, write_log
 from tests.kb_fixtures import scenario_lines, write_lines
 from tests.test_stub_projection import POLICY, scenario

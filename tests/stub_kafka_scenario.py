@@ -9,7 +9,7 @@ from pathlib import Path
 import duckdb
 import numpy as np
 
-from projections.stubs.sink import run_stub_logs
+from hivestream.embedded.stubs import run_stub_logs
 from streams.stubs.events import StubDeleted
 from streams.stubs.log import StubEventT, read_log, write_log
 from tests.test_stub_projection import HOUR, POLICY, T0, mix, msg, refresh, stub

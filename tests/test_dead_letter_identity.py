@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from hivestream.ingest.server import IngestConfig
-from projections.frames.sink import DuckSink
+from projections.frames.sink import DuckSink, FramesBatch
 from streams.kafka.topics import Topics
 from streams.model.deadletter import DeadLetter
 from tests.ingest_harness import IngestProc, read_topic
@@ -70,8 +70,8 @@ def test_each_refusal_at_the_front_door_has_an_identity_of_its_own_and_a_replay_
     db = tmp_path / "dl.duckdb"
     sink_db = DuckSink(db)
     try:
-        assert sink_db.apply_batch([], dls)[2] == len(dls)
-        assert sink_db.apply_batch([], dls)[2] == 0  # the same records read again (a replay after a crash)
+        assert sink_db.apply(FramesBatch(dead_letters=dls))[2] == len(dls)
+        assert sink_db.apply(FramesBatch(dead_letters=dls))[2] == 0  # the same records read again (a replay after a crash)
     finally:
         sink_db.close()
     rows = _dead_letter_rows(db)

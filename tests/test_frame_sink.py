@@ -19,7 +19,7 @@ import pytest
 
 from projections.frames.decode import decode_frame_records
 from projections.frames.rows import capture_columns
-from projections.frames.sink import DuckSink
+from projections.frames.sink import DuckSink, FramesBatch
 from streams.frames.capture import Capture
 from streams.frames.codec import frame_event_from_json, frame_event_to_json
 from streams.frames.dedup import DedupCore, FrameEvent
@@ -136,9 +136,9 @@ def test_sink_equals_a_plain_fold_in_any_batching_with_redeliveries(tmp_path: Pa
     with DuckSink(tmp_path / "p.duckdb") as sink:
         created = dups = 0
         for i in range(0, len(stream), batch):
-            f, d, _ = sink.apply_batch(stream[i:i + batch], positions={("frames", 0): i + batch})
+            f, d, _ = sink.apply(FramesBatch.of_events(stream[i:i + batch]), {("frames", 0): i + batch})
             created, dups = created + f, dups + d
-        again = sink.apply_batch(events)  # the whole log projected again from another offset: nothing changes
+        again = sink.apply(FramesBatch.of_events(events))  # the whole log projected again from another offset: nothing changes
         frames, caps = _tables(sink)
     want_frames, want_caps = _oracle(stream)
     assert frames == want_frames
@@ -152,9 +152,9 @@ def test_a_touch_before_its_created_capture_gets_the_writer_later(tmp_path: Path
     touched = next(fe for fe in events if fe.kind == "touched")
     created = next(fe for fe in events if fe.kind == "created" and fe.frame_id == touched.frame_id)
     with DuckSink(tmp_path / "p.duckdb") as sink:
-        sink.apply_batch([touched])
+        sink.apply(FramesBatch.of_events([touched]))
         assert sink.con.execute("SELECT content, source FROM frames").fetchall() == [(None, None)]
-        sink.apply_batch([created])
+        sink.apply(FramesBatch.of_events([created]))
         frames, _ = _tables(sink)
     assert frames == _oracle([touched, created])[0]
     assert frames[0][3] == created.capture.content and frames[0][13] == 2
@@ -175,7 +175,7 @@ def test_a_file_made_with_the_old_primary_keys_folds_the_same(tmp_path: Path) ->
         assert sink.con.execute("SELECT count(*) FROM duckdb_constraints() WHERE constraint_type = 'PRIMARY KEY' "
                                 "AND table_name IN ('frames', 'frame_captures')").fetchall() == [(2,)]
         for i in range(0, len(events), 40):
-            sink.apply_batch(events[i:i + 40] + events[max(0, i - 5):i])  # each batch also repeats the last 5 of the one before
+            sink.apply(FramesBatch.of_events(events[i:i + 40] + events[max(0, i - 5):i]))  # each batch also repeats the last 5 of the one before
         got = _tables(sink)
     assert got == _oracle(events)
 
@@ -199,9 +199,9 @@ def test_sink_equals_a_plain_fold_when_fingerprints_collide_and_frames_are_old(t
     stream[200:200] = rng.sample(touches, 20)  # touched events delivered again long after their frame was written
     with DuckSink(tmp_path / "p.duckdb") as sink:
         for i in range(0, len(stream), 3):
-            sink.apply_batch(stream[i:i + 3])
+            sink.apply(FramesBatch.of_events(stream[i:i + 3]))
     with DuckSink(tmp_path / "p.duckdb") as sink:  # reopened: the fingerprints are read from the file
-        assert sink.apply_batch(events[:50]) == (0, 0, 0)
+        assert sink.apply(FramesBatch.of_events(events[:50])) == (0, 0, 0)
         frames, caps = _tables(sink)
     assert (frames, caps) == _oracle(stream)
 
@@ -227,10 +227,10 @@ def test_a_batch_of_new_captures_scans_neither_whole_table(tmp_path: Path) -> No
     events = _events(600, seed=9)
     with DuckSink(tmp_path / "p.duckdb") as sink:
         for i in range(0, 500, 50):
-            sink.apply_batch(events[i:i + 50])
+            sink.apply(FramesBatch.of_events(events[i:i + 50]))
         rec = _Recorder(sink.con)
         sink.con = rec  # type: ignore[assignment]
-        sink.apply_batch(events[500:])
+        sink.apply(FramesBatch.of_events(events[500:]))
         sink.con = rec.con
         frames, caps = _tables(sink)
     assert not [q for q in rec.sql if "JOIN frame_captures" in q]
@@ -290,10 +290,10 @@ def test_a_failed_batch_raises_its_own_error_not_the_clean_up_s(tmp_path: Path, 
     try:
         sink.con = _Failing(real, fail_on, error)  # type: ignore[assignment]
         with pytest.raises(type(error), match=str(error).split(": ")[-1]):
-            sink.apply_batch(_events(50), [], {("x", 0): 50})
+            sink.apply(FramesBatch.of_events(_events(50)), {("x", 0): 50})
         sink.con = real
         assert real.execute("SELECT count(*) FROM frame_captures").fetchone() == (0,)
-        sink.apply_batch(_events(50), [], {("x", 0): 50})  # the next batch goes through
+        sink.apply(FramesBatch.of_events(_events(50)), {("x", 0): 50})  # the next batch goes through
         assert real.execute("SELECT count(*) FROM frame_captures").fetchone() == (50,)
     finally:
         sink.con = real

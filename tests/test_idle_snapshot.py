@@ -18,9 +18,9 @@ from typing import Any
 import duckdb
 import pytest
 
-from projections.frames import file_copy
-from projections.frames.file_copy import HeldFileCopy
-from projections.frames.sink import DuckSink
+from projections import file_copy
+from projections.file_copy import HeldFileCopy
+from projections.frames.sink import DuckSink, FramesBatch
 from projections.frames.snapshot import publish_idle_snapshot, publish_snapshot
 from projections.reading import snapshot_path
 from tests.kafka_harness import unique_namespace
@@ -54,7 +54,7 @@ def test_the_snapshot_holds_the_committed_rows_while_the_writer_holds_the_file(t
     events = _events(900)
     sink = DuckSink(db)
     try:
-        sink.apply_batch(events[:500], [], {("ns.frames", 0): 500})
+        sink.apply(FramesBatch.of_events(events[:500]), {("ns.frames", 0): 500})
         assert Path(f"{db}.wal").stat().st_size > 0  # the rows are in the WAL only: the copy needs the checkpoint
         stale = Path(f"{snapshot_path(db)}.tmp.wal")
         stale.write_bytes(b"not a WAL: what a publication killed mid-way could leave")
@@ -65,7 +65,7 @@ def test_the_snapshot_holds_the_committed_rows_while_the_writer_holds_the_file(t
         assert first["snapshot_info"] == [[1_000, json.dumps([["ns.frames", 0, 500]])]]
         assert len(first["frame_captures"]) == 500
 
-        sink.apply_batch(events[500:], [], {("ns.frames", 0): 900})
+        sink.apply(FramesBatch.of_events(events[500:]), {("ns.frames", 0): 900})
         publish_idle_snapshot(sink, 2_000)
         second = _read_in_another_process(snap)
         assert {t: second[t] for t in TABLES} == _rows(sink.con)
@@ -85,7 +85,7 @@ def test_the_same_tables_as_copy_from_database(tmp_path: Path) -> None:
     for publish in (publish_idle_snapshot, publish_snapshot):
         db = tmp_path / f"{publish.__name__}.duckdb"
         with DuckSink(db) as sink:
-            sink.apply_batch(events, [], {("ns.frames", 1): 600})
+            sink.apply(FramesBatch.of_events(events), {("ns.frames", 1): 600})
             publish(sink, 5)
         got.append(_read_in_another_process(snapshot_path(db)))
     assert got[0] == got[1]
@@ -112,7 +112,7 @@ def test_a_wal_left_after_the_checkpoint_takes_the_copy_path(tmp_path: Path) -> 
     sink = DuckSink(db)
     real = sink.con
     try:
-        sink.apply_batch(events, [], {("ns.frames", 0): 300})
+        sink.apply(FramesBatch.of_events(events), {("ns.frames", 0): 300})
         sink.con = _NoCheckpoint(real)  # type: ignore[assignment]
         publish_idle_snapshot(sink, 7)
         assert Path(f"{db}.wal").stat().st_size > 0  # no checkpoint ran: a byte copy would have missed these rows
@@ -184,7 +184,7 @@ def test_a_path_with_a_quote_is_copied(tmp_path: Path) -> None:
     """``COPY FROM DATABASE`` attaches the copy by its path: a quote in it is part of the name, not the end of the SQL string."""
     db = tmp_path / "it's memory.duckdb"
     with DuckSink(db) as sink:
-        sink.apply_batch(_events(50, seed=3), [], {("ns.frames", 0): 50})
+        sink.apply(FramesBatch.of_events(_events(50, seed=3)), {("ns.frames", 0): 50})
         publish_snapshot(sink, 5)
     assert len(_read_in_another_process(snapshot_path(db))["frame_captures"]) == 50
     assert not Path(f"{snapshot_path(db)}.tmp").exists()

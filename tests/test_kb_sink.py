@@ -1,4 +1,4 @@
-"""KbSink.apply_batch (projections.experiences.sink): one Arrow ``INSERT … SELECT`` per table and batch.
+"""ExperienceProjection.apply (projections.experiences.sink): one Arrow ``INSERT … SELECT`` per table and batch.
 
 A key twice in one batch keeps one row (DuckDB rejects a key twice in one statement), a batch
 applied again changes nothing, the dedup state and the reminder counters are replaced as the
@@ -13,7 +13,7 @@ from typing import Any
 import duckdb
 import pytest
 
-from projections.experiences.sink import KbSink
+from projections.experiences.sink import ExperienceBatch, ExperienceProjection
 from streams.experiences.fold import KbBatch
 from streams.model.deadletter import DeadLetter, Reason
 
@@ -28,11 +28,11 @@ def _dead_letter(offset: int) -> DeadLetter:
                       offset=offset, event_id="ev-dl", time_ms=5)
 
 
-def _rows(sink: KbSink, table: str) -> list[tuple[Any, ...]]:
+def _rows(sink: ExperienceProjection, table: str) -> list[tuple[Any, ...]]:
     return sink.con.execute(f"SELECT * FROM {table} ORDER BY ALL").fetchall()
 
 
-def _all(sink: KbSink) -> dict[str, list[tuple[Any, ...]]]:
+def _all(sink: ExperienceProjection) -> dict[str, list[tuple[Any, ...]]]:
     tables = ["experience_redactions", "experience_reviews", "kb_dead_letters", "kb_hooks_seen", "kb_reminder_counters", "kb_dedup_state",
               "kb_positions"]
     return {t: _rows(sink, t) for t in tables}
@@ -49,8 +49,8 @@ def _first() -> KbBatch:
 
 
 def test_duplicate_keys_in_one_batch_keep_one_row(tmp_path: Path) -> None:
-    with KbSink(tmp_path / "kb.duckdb") as sink:
-        sink.apply_batch(_first(), {("kb", 0): 10, ("kb", 1): 4}, {"s1": 2, "s0": 1})
+    with ExperienceProjection(tmp_path / "kb.duckdb") as sink:
+        sink.apply(ExperienceBatch(_first(), {"s1": 2, "s0": 1}), {("kb", 0): 10, ("kb", 1): 4})
         got = _all(sink)
     assert got["experience_redactions"] == [("e1", "email", 1), ("e1", "phone", 2)]
     assert got["experience_reviews"] == [("r1", "x1", "approved", "lead", "ok", 1_000)]
@@ -63,10 +63,10 @@ def test_duplicate_keys_in_one_batch_keep_one_row(tmp_path: Path) -> None:
 
 
 def test_later_batches_upsert_delete_replace_and_only_move_positions_forward(tmp_path: Path) -> None:
-    with KbSink(tmp_path / "kb.duckdb") as sink:
-        sink.apply_batch(_first(), {("kb", 0): 10}, {"s1": 2})
+    with ExperienceProjection(tmp_path / "kb.duckdb") as sink:
+        sink.apply(ExperienceBatch(_first(), {"s1": 2}), {("kb", 0): 10})
         second = KbBatch(hooks=["h2", "h3"], state_changes=({"k1": {"frame": "f1", "n": 2}}, ["k2"]))
-        sink.apply_batch(second, {("kb", 0): 6, ("kb", 2): 3}, {"s2": 1})
+        sink.apply(ExperienceBatch(second, {"s2": 1}), {("kb", 0): 6, ("kb", 2): 3})
         got = _all(sink)
         assert got["kb_hooks_seen"] == [("h1",), ("h2",), ("h3",)]
         assert got["kb_dedup_state"] == [("k1", '{"frame": "f1", "n": 2}')]
@@ -75,22 +75,22 @@ def test_later_batches_upsert_delete_replace_and_only_move_positions_forward(tmp
         assert sink.load_seen_hooks() == {"h1", "h2", "h3"}
         assert sink.load_dedup_state() == {"k1": {"frame": "f1", "n": 2}}
         assert sink.load_counters() == {"s2": 1}
-        sink.apply_batch(second, {("kb", 0): 6, ("kb", 2): 3}, {"s2": 1})  # re-delivered: nothing changes
+        sink.apply(ExperienceBatch(second, {"s2": 1}), {("kb", 0): 6, ("kb", 2): 3})  # re-delivered: nothing changes
         assert _all(sink) == got
-        sink.apply_batch(KbBatch(), {}, {})  # no counters left: the table is emptied
+        sink.apply(ExperienceBatch(KbBatch(), {}), {})  # no counters left: the table is emptied
         assert _rows(sink, "kb_reminder_counters") == []
-        sink.apply_batch(KbBatch(), {}, None)  # counters not given: kept
+        sink.apply(ExperienceBatch(KbBatch(), None), {})  # counters not given: kept
         assert _rows(sink, "kb_reminder_counters") == []
 
 
 def test_a_failing_batch_leaves_nothing_and_the_sink_keeps_working(tmp_path: Path) -> None:
-    with KbSink(tmp_path / "kb.duckdb") as sink:
-        sink.apply_batch(_first(), {("kb", 0): 10}, {"s1": 2})
+    with ExperienceProjection(tmp_path / "kb.duckdb") as sink:
+        sink.apply(ExperienceBatch(_first(), {"s1": 2}), {("kb", 0): 10})
         before = _all(sink)
         bad = KbBatch(hooks=["h9"], redactions=[("e2", None, 1)])  # type: ignore[list-item]  # kind is NOT NULL
         with pytest.raises(duckdb.Error):
-            sink.apply_batch(bad, {("kb", 0): 20}, {"s9": 9})
+            sink.apply(ExperienceBatch(bad, {"s9": 9}), {("kb", 0): 20})
         assert _all(sink) == before
-        sink.apply_batch(KbBatch(hooks=["h9"]), {("kb", 0): 20}, {"s1": 2})
+        sink.apply(ExperienceBatch(KbBatch(hooks=["h9"]), {"s1": 2}), {("kb", 0): 20})
         assert ("h9",) in _rows(sink, "kb_hooks_seen")
         assert _rows(sink, "kb_positions") == [("kb", 0, 20)]

@@ -13,7 +13,7 @@ import pytest
 
 from hivestream.embedded.frames import run_files
 from projections.frames.analytics import MEMORY_QUERIES
-from projections.frames.memory_calls import MemoryCallPass
+from projections.frames.memory_calls import MemoryCallProjection
 from projections.named_query import run_query
 from streams.importers.files import import_file
 from streams.memory_calls import DEFAULT_RULES, ToolRule, classify, memory_call, results_returned, split_tool_name
@@ -198,17 +198,19 @@ def test_no_secret_of_a_tool_call_reaches_a_table(tmp_path: Path) -> None:
     assert leaked == []
 
 
-def test_the_pass_writes_nothing_for_other_events(tmp_path: Path) -> None:
-    con = duckdb.connect(str(tmp_path / "p.duckdb"))
-    p = MemoryCallPass(con)
-    p.observe("not an event")
-    p.observe(adapt({"hook_event_name": "UserPromptSubmit", "session_id": "s", "prompt": "hi", "ts": 1_780_000_000_000}))
-    p.flush()
-    assert p.written == 0 and con.execute("SELECT count(*) FROM memory_tool_calls").fetchone() == (0,)
-    p.observe(adapt(oc_tool(1_780_000_000_000, "s", "a", "kb_search", {"query": "q"}, {"results": []})))
-    p.flush()
-    assert p.written == 1 and con.execute("SELECT op, results FROM memory_tool_calls").fetchall() == [("read", 0)]
-    con.close()
+def test_the_projection_writes_nothing_for_other_events(tmp_path: Path) -> None:
+    from streams.memory_calls import configured_rules, memory_call
+
+    rules = configured_rules()
+    with MemoryCallProjection(tmp_path / "p.duckdb") as p:
+        prompt = adapt({"hook_event_name": "UserPromptSubmit", "session_id": "s", "prompt": "hi", "ts": 1_780_000_000_000})
+        assert memory_call(prompt, rules) is None
+        assert p.apply([], {("in", 0): 1}) == 0
+        assert p.con.execute("SELECT count(*) FROM memory_tool_calls").fetchone() == (0,) and p.position("in") == 1
+        call = memory_call(adapt(oc_tool(1_780_000_000_000, "s", "a", "kb_search", {"query": "q"}, {"results": []})), rules)
+        assert call is not None
+        assert p.apply([call, call], {("in", 0): 2}) == 2  # offered twice, one row: idempotent on the event id
+        assert p.con.execute("SELECT op, results FROM memory_tool_calls").fetchall() == [("read", 0)] and p.position("in") == 2
 
 
 def test_rules_from_a_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

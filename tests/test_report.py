@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from hivestream.cli.app import app
 from hivestream.report import CHARTS
 from projections.frames.schema import DDL
-from projections.frames.sink import DuckSink
+from projections.frames.sink import DuckSink, FramesBatch
 from projections.frames.snapshot import publish_snapshot
 from streams.frames.capture import to_capture
 from streams.frames.dedup import DedupCore
@@ -116,7 +116,7 @@ def test_kafka_path_file_read_from_its_snapshot_while_the_writer_holds_it(tmp_pa
         events.append(core.process(cap))
     sink = DuckSink(db)
     try:
-        sink.apply_batch(events, [], {("hivestream.frames", 0): 4})
+        sink.apply(FramesBatch.of_events(events), {("hivestream.frames", 0): 4})
         publish_snapshot(sink, 1_793_617_300_000)
         out = tmp_path / "live.html"
         proc = subprocess.run([sys.executable, "-m", "hivestream", "report", "--db", str(db), "--out", str(out)],

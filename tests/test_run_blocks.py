@@ -23,7 +23,7 @@ from hivestream.embedded import blocks
 from hivestream.embedded.blocks import BatchColumns, blocks_of, to_block
 from hivestream.embedded.frames import EmbeddedRunner
 from projections.frames.rows import capture_columns
-from projections.frames.sink import DuckSink
+from projections.frames.sink import DuckSink, FramesBatch
 from streams.frames.capture import Capture, Skipped
 from streams.frames.capture_import import Outcome
 from streams.frames.dedup import DedupCore
@@ -95,7 +95,7 @@ def _oracle(outs: list[Outcome], tmp_path: Path) -> dict[str, list[tuple[Any, ..
         runner.run_outcomes(ORIGIN, [(o[0], "n", None, Skipped(f"oracle-{o[0]}", "not_a_turn", "x", "s", "stop", None, None, 0, 0, 0), o[4])
                                      if o[1] == "c" else o for o in outs])
         sink: DuckSink = runner.sink
-        sink.apply_batch(events)
+        sink.apply(FramesBatch.of_events(events))
         return _tables(sink.con)
     finally:
         runner.close()

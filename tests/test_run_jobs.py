@@ -182,17 +182,17 @@ def test_duckdb_runs_one_thread_beside_import_processes(tmp_path: Path, monkeypa
     """With import processes the runner's DuckDB connection runs one thread (they hold the other
     cores); in one process it keeps DuckDB's default."""
     from hivestream.embedded import frames as embedded
-    from projections.frames.sink import DuckSink
+    from projections.frames.sink import FramesProjection
 
     seen: list[int] = []
 
-    class Recording(DuckSink):
-        def __init__(self, path: str | Path, **kw: object) -> None:
-            super().__init__(path, **kw)  # type: ignore[arg-type]
+    class Recording(FramesProjection):
+        def __init__(self, path: str | Path, con: object = None, **kw: object) -> None:
+            super().__init__(path, con, **kw)  # type: ignore[arg-type]
             ((threads,),) = self.con.execute("SELECT current_setting('threads')").fetchall()
             seen.append(int(threads))
 
-    monkeypatch.setattr(embedded, "DuckSink", Recording)
+    monkeypatch.setattr(embedded, "FramesProjection", Recording)
     memory = SAMPLES / "demo-memory-tools.jsonl"
     run_files([memory], tmp_path / "pooled.duckdb", jobs=2)
     run_files([memory], tmp_path / "one.duckdb", jobs=0)

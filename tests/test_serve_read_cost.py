@@ -139,7 +139,7 @@ def test_serve_s_duckdb_runs_a_query_on_one_thread(tmp_path: Path) -> None:
 
     run = open_log_run(tmp_path / "m.duckdb", duckdb_threads=SERVE_DUCKDB_THREADS)
     try:
-        assert run.runner.sink.con.execute("SELECT current_setting('threads')").fetchone() == (1,)
+        assert run.con.execute("SELECT current_setting('threads')").fetchone() == (1,)
     finally:
         run.close()
 

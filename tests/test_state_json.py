@@ -46,7 +46,7 @@ def test_state_rows_follow_the_changes_batch_after_batch(tmp_path: Path, old_fil
     key, in a new file and in one created with the primary key older versions gave it."""
     import random
 
-    from projections.frames.sink import DuckSink
+    from projections.frames.sink import DuckSink, FramesBatch
 
     db = tmp_path / "s.duckdb"
     if old_file:
@@ -65,7 +65,7 @@ def test_state_rows_follow_the_changes_batch_after_batch(tmp_path: Path, old_fil
             keys = rng.sample(range(400), 60)
             upserts = {f"k{k}": {"f": [], "g": batch, "p": [0, k]} for k in keys[:45]}
             deletes = [f"k{k}" for k in keys[45:] if f"k{k}" in model] + ["never-set"]
-            sink.apply_batch([], positions={("in", 0): batch + 1}, state_changes=(upserts, deletes))
+            sink.apply(FramesBatch(state_changes=(upserts, deletes)), {("in", 0): batch + 1})
             model.update(upserts)
             for k in deletes:
                 model.pop(k, None)

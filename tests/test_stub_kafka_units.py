@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from projections.stubs.sink import StubSink
+from projections.stubs.sink import StubProjection, match_meta, stub_batch
 from streams.kafka.topics import partition_for
 from streams.model.deadletter import DeadLetter, RejectedInput
 from streams.model.position import Position
@@ -64,12 +64,11 @@ def fold_into(db: Path, outputs: dict[int, list[Emit | DeadLetter]], rng: random
     """Fold the partitions' outputs in a random interleaving (each partition in order), in random
     batches, as the projector does; with ``restart_every`` the fold is rebuilt from the file."""
     cursors = dict.fromkeys(outputs, 0)
-    sink = StubSink(db)
-    sink.check_meta(POLICY.defaults)
+    sink = StubProjection(db)
+    sink.check_meta(match_meta(POLICY.defaults))
 
     def new_fold() -> OutputFold:
-        seen = set(sink.con.execute("SELECT channel, message_id FROM stub_messages").fetchall())
-        return OutputFold(sink.load_runner(POLICY), sink.applied_event_ids(), sink.match_keys(), seen)
+        return OutputFold(sink.load_runner(POLICY), sink.applied_event_ids(), sink.match_keys(), sink.seen_messages())
 
     fold = new_fold()
     batches = 0
@@ -91,7 +90,7 @@ def fold_into(db: Path, outputs: dict[int, list[Emit | DeadLetter]], rng: random
                 cursors[p] += 1
                 positions[("out", p)] = cursors[p]
         delta, applied = fold.drain()
-        sink.apply_batch(fold.runner, delta, positions, lambda: T0, applied)
+        sink.apply(stub_batch(fold.runner, delta, lambda: T0, applied), positions)
         batches += 1
         if restart_every and batches % restart_every == 0:
             fold = new_fold()

@@ -8,8 +8,9 @@ import duckdb
 import numpy as np
 import pytest
 
+from hivestream.embedded.stubs import run_stub_logs
 from projections.stubs.queries import STUB_QUERIES, run_stub_query
-from projections.stubs.sink import StubMetaMismatch, run_stub_logs, stored_settings
+from projections.stubs.sink import StubMetaMismatch, stored_settings
 from streams.model.deadletter import Reason, RejectedInput
 from streams.stubs.events import MessageEmbedded, StubDeleted, StubRefreshed, StubUpserted, encode_embedding
 from streams.stubs.log import LogEntry, StubEventT, read_log, source_name, write_log

@@ -8,7 +8,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from projections.stubs.sink import run_stub_logs
+from hivestream.embedded.stubs import run_stub_logs
 from streams.stubs.events import MessageEmbedded, StubMatched
 from streams.stubs.log import StubEventT, read_log, write_log
 from streams.stubs.matcher import StubIndex, to_matched_events

@@ -398,7 +398,7 @@ def produce(
         err.print("[red]error:[/] produce a serve log on its own (not mixed with files)")
         raise typer.Exit(2)
     if logs:
-        _produce_logs(logs, conn, t, delivery_timeout_s)
+        _produce_logs(logs, conn, t, delivery_timeout_s, s)
         return
     if jobs is None:
         jobs = auto_jobs(paths)
@@ -419,7 +419,7 @@ def produce(
               f"({rep.events / max(dt, 1e-6):,.0f} events/s); dead-lettered at import: {dl}")
 
 
-def _produce_logs(logs: list[Path], conn: KafkaConnection, t: object, delivery_timeout_s: float | None) -> None:
+def _produce_logs(logs: list[Path], conn: KafkaConnection, t: object, delivery_timeout_s: float | None, s: Settings) -> None:
     """``produce LOGDIR``: each serve log record for record onto the topics (:mod:`hivestream.serve.handoff`)."""
     import time as _time
 
@@ -427,18 +427,24 @@ def _produce_logs(logs: list[Path], conn: KafkaConnection, t: object, delivery_t
     from streams.kafka.topics import Topics
 
     assert isinstance(t, Topics)
+
+    def stub_partitions() -> int:  # a log holding stub events: onto the stub topics, as `stubs produce` puts them
+        create_topics(conn, s, t.stub_specs(s.partitions))
+        return input_partitions(conn, t.stub_events, s.partitions)
+
     for d in logs:
         t0 = _time.monotonic()
         try:
-            rep = produce_log(d, conn, t, delivery_timeout_s=delivery_timeout_s)
+            rep = produce_log(d, conn, t, delivery_timeout_s=delivery_timeout_s, stub_partitions=stub_partitions)
         except ValueError as e:
             err.print(f"[red]error:[/] {e}")
             raise typer.Exit(2) from e
         for note in rep.skipped_notes:
             err.print(f"[yellow]note:[/] {note}")
         dt = _time.monotonic() - t0
+        stubs = f", {rep.sent['stub-events']} to {t.stub_events}" if rep.sent["stub-events"] else ""
         out.print(f"produced the serve log {d} (offsets {rep.first}..{rep.last}): {rep.sent['hook-events']} records to {t.hook_events}, "
-                  f"{rep.sent['dead-letter']} to {t.dead_letter} in {dt:.1f} s (same keys, values and event ids as ingest)")
+                  f"{rep.sent['dead-letter']} to {t.dead_letter}{stubs} in {dt:.1f} s (same keys, values and event ids as ingest)")
 
 
 def _expand(files: list[Path]) -> list[Path]:

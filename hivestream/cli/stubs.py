@@ -31,9 +31,10 @@ from streams.stubs.sqlite_import import DEFAULT_MODEL, estimate_archive_tokens, 
 from streams.stubs.whatif import ChannelStats, WhatIfReport, what_if
 
 if TYPE_CHECKING:
-    from projections.stubs.sink import StubRunReport
+    from hivestream.embedded.stubs import StubRunReport
+    from hivestream.serve.read_marker import ReadMarker
 
-# projections.stubs.sink (DuckDB, pyarrow, numpy: ~0.3 s) is imported by the commands that write or read a file
+# hivestream.embedded.stubs and projections.stubs.sink (DuckDB, pyarrow, numpy: ~0.3 s) are imported by the commands that write or read a file
 
 stubs_app = typer.Typer(help="Memory stubs: import stubs.db, run stub logs into DuckDB, what-if by replay, stub queries.",
                         no_args_is_help=True, pretty_exceptions_enable=False)
@@ -127,17 +128,15 @@ def import_(
                 yield LogEntry(source, n, f"stubs.db row {n}".encode(), item)
 
     where = "the global set" if channel is None else f"channel {channel}"
+    done = ""
     try:
         with contextlib.ExitStack() as stack:
             out_file = stack.enter_context(out_path.open("w", encoding="utf-8")) if out_path is not None else None
             if db is None:
                 for _ in entries(out_file):
                     pass
-                report = None
             else:
-                from projections.stubs.sink import run_stub_logs
-
-                report = _run_guarded(lambda: run_stub_logs([entries(out_file)], db, bind_settings=False), db)
+                done = _project_import(entries(out_file), db)
     except sqlite3.Error as e:
         _fail(f"{stubs_db}: a row could not be read ({type(e).__name__}: {e})")
     except (OSError, _OutFailed) as e:  # opening or writing --out
@@ -147,8 +146,58 @@ def import_(
             if tally.repeated else ""))
     if out_path is not None:
         _say(f"[bold]events[/]: {out_path}")
-    if report is not None:
-        _say(f"[bold]projected[/]: {report.stub_events} stub events into {db} ({report.skipped} already applied)")
+    if done:
+        _say(done)
+
+
+def _project_import(entries: Iterator[LogEntry], db: Path) -> str:
+    """Project an import's entries into ``db``: through the serve holding it when one does (its
+    stub route, with its review token; :mod:`hivestream.serve.event_client`), else into the file
+    (positions keep a second import of the same ``stubs.db`` from applying twice; no match settings
+    are bound); the line saying what happened (exits 2 with one line when nothing could be)."""
+    from hivestream.serve.event_client import running_serve
+
+    note = running_serve(db)
+    if note is None:
+        from hivestream.embedded.stubs import run_stub_logs
+
+        report = _run_guarded(lambda: run_stub_logs([entries], db, bind_settings=False), db)
+        return f"[bold]projected[/]: {report.stub_events} stub events into {db} ({report.skipped} already applied)"
+    return _through_serve((e.raw for e in entries if isinstance(e.item, StubUpserted)), db, note, "stub events")
+
+
+def _raw_lines(path: Path) -> Iterator[bytes]:
+    """The non-blank lines of a stub log file, as bytes (``\\r\\n`` endings cut)."""
+    try:
+        with path.open("rb") as f:
+            for raw in f:
+                line = raw.rstrip(b"\r\n")
+                if line.strip():
+                    yield line
+    except OSError as e:
+        _fail(f"cannot read {path}: {e}")
+
+
+def _through_serve(lines: Iterator[bytes], db: Path, note: ReadMarker, what: str) -> str:
+    """Post stub event ``lines`` to the serve of ``note`` holding ``db`` (its stub route, with its
+    review token; :mod:`hivestream.serve.event_client`); the line saying what happened (exits 2 with
+    one line when serve refused or could not be reached)."""
+    from hivestream.serve.event_client import STUB_EVENTS_PATH, NotSent, send_lines
+
+    count = [0]
+
+    def counted() -> Iterator[bytes]:
+        for line in lines:
+            count[0] += 1
+            yield line
+
+    try:
+        sent = send_lines(db, note, counted(), STUB_EVENTS_PATH, review=True)
+    except NotSent as e:
+        _fail(str(e))
+    refused = f"; {sent.rejected} dead-lettered by serve (see its dead_letters table)" if sent.rejected else ""
+    state = "applied" if sent.applied else "durable in its log, not applied yet (its loop is behind; it applies them in order)"
+    return f"[bold]projected[/]: {count[0]} {what} through hivestream serve (pid {sent.pid}) holding {db}: {state}{refused}"
 
 
 class _OutFailed(Exception):
@@ -192,12 +241,24 @@ def run(
     budget: BudgetOpt = None,
     batch_size: Annotated[int, typer.Option("--batch-size", help="log items per DuckDB transaction")] = 1000,
 ) -> None:
-    """Replay stub logs: stubs and message embeddings → matches → DuckDB (stubs, stub_matches, stub_messages)."""
-    from projections.stubs.sink import run_stub_logs, stored_settings
+    """Replay stub logs: stubs and message embeddings → matches → DuckDB (stubs, stub_matches, stub_messages).
+
+    When a ``hivestream serve`` holds ``--db``, the lines go through it instead (its stub route; it
+    matches with the settings its file holds)."""
+    from hivestream.embedded.stubs import run_stub_logs
+    from hivestream.serve.event_client import running_serve
+    from projections.stubs.sink import stored_settings
 
     _existing(files)
     if batch_size < 1:
         _fail("--batch-size must be >= 1")
+    note = running_serve(db)
+    if note is not None:
+        if (threshold, top_n, budget) != (None, None, None):
+            _fail(f"the hivestream serve (pid {note.pid}) holding {db} matches with the settings its file holds: "
+                  "drop --threshold/--top-n/--budget, or stop serve and run again")
+        _say(_through_serve((raw for p in files for raw in _raw_lines(p)), db, note, "lines"))
+        return
     try:
         base = stored_settings(db) or MatchSettings()
     except duckdb.Error as e:

@@ -137,7 +137,7 @@ def project(
     The match settings are the worker's; they are recorded in the file (what-if reads them).
     """
     from projections.stubs.projector import StubProjector
-    from projections.stubs.sink import StubMetaMismatch, StubSink
+    from projections.stubs.sink import StubMetaMismatch, StubProjection, match_meta
     from streams.kafka.topics import Topics
 
     s = kafka_settings(namespace, partitions, replication_factor=replication_factor)
@@ -146,10 +146,10 @@ def project(
     _ensure(s, conn)
     t = Topics(s.topic_namespace)
     should_stop = stop_on_signals()
-    sink = StubSink(db)
+    sink = StubProjection(db)
     try:
         try:
-            sink.check_meta(policy.defaults)
+            sink.check_meta(match_meta(policy.defaults))
         except StubMetaMismatch as e:
             err.print(f"[red]error:[/] {e}")
             raise typer.Exit(2) from None

@@ -2,7 +2,7 @@
 
 The same pure routing as the Kafka path (:func:`streams.experiences.routing.route_kb_record`,
 :func:`~streams.experiences.routing.run_extraction`, :class:`~streams.experiences.fold.KbFold`,
-:class:`~projections.experiences.sink.KbSink`); positions per input file, the dedup state and the
+:class:`~projections.experiences.sink.ExperienceProjection`); positions per input file, the dedup state and the
 reminder counters are stored with each batch, so running a file again applies nothing twice.
 """
 
@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from projections.experiences.sink import KbSink
+from projections.experiences.sink import ExperienceBatch, ExperienceProjection
 from streams.experiences.events import KbEvent
 from streams.experiences.extract import Completer
 from streams.experiences.fold import KbFold
@@ -39,7 +39,7 @@ class KbRunReport:
 
 
 class KbRunner:
-    """The KnowHub steps over numbered records of one input after another into one :class:`KbSink`.
+    """The KnowHub steps over numbered records of one input after another into one :class:`ExperienceProjection`.
 
     Args:
         sink: the KnowHub tables' writer.
@@ -50,7 +50,7 @@ class KbRunner:
         report: where the counts go.
     """
 
-    def __init__(self, sink: KbSink, settings: KbSettings, *, completer: Completer | None = None, clock: Clock = wall_clock_ms,
+    def __init__(self, sink: ExperienceProjection, settings: KbSettings, *, completer: Completer | None = None, clock: Clock = wall_clock_ms,
                  batch_size: int = 2000, report: KbRunReport | None = None) -> None:
         self.sink = sink
         self.settings = settings
@@ -91,9 +91,9 @@ class KbRunner:
                         report.events[item.type] += 1
                     pending += 1
             if pending >= self.batch_size:
-                sink.apply_batch(fold.drain(), {(origin, 0): next_off}, dict(fold.counters))
+                sink.apply(ExperienceBatch(fold.drain(), dict(fold.counters)), {(origin, 0): next_off})
                 pending = 0
-        sink.apply_batch(fold.drain(), {(origin, 0): next_off}, dict(fold.counters))
+        sink.apply(ExperienceBatch(fold.drain(), dict(fold.counters)), {(origin, 0): next_off})
 
 
 def file_origin(path: Path) -> str:
@@ -114,7 +114,7 @@ def run_kb_files(paths: Iterable[Path], db: str | Path, settings: KbSettings | N
     """
     settings = settings or KbSettings()
     report = KbRunReport(db=str(db))
-    with KbSink(db) as sink:
+    with ExperienceProjection(db) as sink:
         runner = KbRunner(sink, settings, completer=completer, clock=clock, batch_size=batch_size, report=report)
         for path in paths:
             runner.run_lines(file_origin(path), enumerate(read_lines(path)))

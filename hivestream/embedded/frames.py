@@ -1,7 +1,7 @@
 """The embedded runner: import → validate → dedup → DuckDB in one process, no broker.
 
 It runs the same pure steps as the Kafka path (adapters, :func:`streams.frames.capture.to_capture`,
-:class:`streams.frames.dedup.DedupCore`, :class:`projections.frames.sink.DuckSink`). Positions are stored per
+:class:`streams.frames.dedup.DedupCore`, :class:`projections.frames.sink.FramesProjection`). Positions are stored per
 input file in the same transaction as the rows, so running a file again applies nothing twice,
 and a run that was killed resumes where its last batch committed. The dedup core's state is
 stored in the same transaction (table ``dedup_state``), so it survives restarts too.
@@ -9,6 +9,7 @@ stored in the same transaction (table ``dedup_state``), so it survives restarts 
 
 from __future__ import annotations
 
+import contextlib
 import zlib
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -19,15 +20,16 @@ from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
+import duckdb
+
 from hivestream.embedded.blocks import BatchColumns, ImportBlock, blocks_of, import_block
-from projections.frames.memory_calls import MemoryCallPass
-from projections.frames.sink import DuckSink
+from projections.frames.sink import FramesBatch, FramesProjection
 from streams.frames.capture import Skipped
 from streams.frames.capture_import import CaptureOptions, ImportTask, Outcome, file_tasks, hook_outcomes, outcomes, rejection
 from streams.frames.dedup import DedupCore
 from streams.importers.files import Item, detect_format, import_file, read_lines
 from streams.importers.ordered_pool import OrderedPool
-from streams.memory_calls import MemoryToolCall
+from streams.memory_calls import MemoryToolCall, configured_rules
 from streams.model.clock import Clock, wall_clock_ms
 from streams.model.deadletter import DeadLetter
 from streams.model.tracked_state import TrackedState
@@ -80,7 +82,7 @@ def file_id_of(origin: str) -> int:
 
 
 def settings_meta(settings: Settings) -> dict[str, str]:
-    """The settings a projection file is bound to (see :meth:`DuckSink.check_meta`)."""
+    """The settings a projection file is bound to (see :meth:`FramesProjection.check_meta`)."""
     return {"key_strategy": str(settings.key_strategy), "window_ms": str(settings.window or "unbounded")}
 
 
@@ -91,19 +93,28 @@ class EmbeddedRunner:
         db: path of the DuckDB file (created when missing).
         settings: dedup and batch settings.
         clock: epoch-ms clock for dead-letter stamps (injected for tests).
-        duckdb_threads: DuckDB's threads for the file (:class:`DuckSink`), else DuckDB's default.
+        duckdb_threads: DuckDB's threads for the file (:class:`FramesProjection`), else DuckDB's default.
+        con: a connection to ``db`` to write on instead of opening the file (the projections of one
+            file share it: :func:`hivestream.embedded.log_run.open_log_run`); :meth:`close` leaves it open.
 
     Raises:
         projections.frames.sink.MetaMismatch: when ``db`` was built with other dedup settings.
         duckdb.IOException: when another process holds ``db``.
+        ValueError, OSError: from the memory tools' rules (:func:`streams.memory_calls.configured_rules`).
     """
 
     def __init__(self, db: str | Path, settings: Settings | None = None, clock: Clock = wall_clock_ms, *,
-                 duckdb_threads: int | None = None) -> None:
+                 duckdb_threads: int | None = None, con: duckdb.DuckDBPyConnection | None = None) -> None:
         self.settings = settings or Settings()
         self.clock = clock
-        self.sink = DuckSink(db, threads=duckdb_threads)
-        self.sink.check_meta(settings_meta(self.settings))
+        self.rules = configured_rules()  # memory_tool_calls (the read side of memory)
+        self.sink = FramesProjection(db, con, threads=duckdb_threads)
+        try:
+            self.sink.check_meta(settings_meta(self.settings))
+        except BaseException:
+            with contextlib.suppress(duckdb.Error):  # the first error (a mismatch, out of memory) is the one to tell
+                self.sink.close()
+            raise
         self.core = DedupCore(
             self.settings.window,
             allowed_lateness_ms=self.settings.allowed_lateness_ms,
@@ -111,12 +122,13 @@ class EmbeddedRunner:
             since_sweep=self.sink.load_since_sweep(),  # a resumed run sweeps where an uninterrupted one does
         )
         self.report = RunReport(db=str(db))
-        self.memory = MemoryCallPass(self.sink.con)  # memory_tool_calls (the read side of memory)
+        self.pending_calls: list[MemoryToolCall] = []  # the memory tool calls of the batch being made
+        self.calls_written = 0
         self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="run-write")
         self._pending: Future[None] | None = None
 
     def close(self) -> None:
-        """Wait for the batch being written, then checkpoint and close the DuckDB file.
+        """Wait for the batch being written, then checkpoint and close the DuckDB file (unless it was given a connection).
 
         Raises:
             duckdb.Error: when that last write failed (the file is closed all the same).
@@ -129,7 +141,7 @@ class EmbeddedRunner:
 
     def options(self) -> CaptureOptions:
         """The stateless import's options (:mod:`streams.frames.capture_import`) for these settings."""
-        return CaptureOptions(self.settings.key_strategy, self.settings.max_body_bytes, tuple(self.memory.rules))
+        return CaptureOptions(self.settings.key_strategy, self.settings.max_body_bytes, tuple(self.rules))
 
     def run_file(self, path: Path, *, gateway: bool = False) -> None:
         """Import, dedup and project one file in this process.
@@ -172,20 +184,22 @@ class EmbeddedRunner:
             if on_file:
                 on_file(paths[i])
 
-    def run_outcomes(self, origin: str, outs: Iterable[Outcome]) -> None:
+    def run_outcomes(self, origin: str, outs: Iterable[Outcome], end: int | None = None) -> None:
         """Dedup and project the import outcomes of ``origin`` (:func:`streams.frames.capture_import.outcomes`,
         or :func:`hivestream.embedded.log_run.log_outcomes` for a serve log, whose ``"x"`` outcomes
         carry a ready :class:`~streams.model.deadletter.DeadLetter`), as :meth:`run_blocks` of their blocks.
         """
-        self.run_blocks(origin, blocks_of(outs, clock=self.clock))
+        self.run_blocks(origin, blocks_of(outs, clock=self.clock), end)
 
-    def run_blocks(self, origin: str, blocks: Iterable[ImportBlock]) -> None:
+    def run_blocks(self, origin: str, blocks: Iterable[ImportBlock], end: int | None = None) -> None:
         """Dedup and project the outcomes of ``origin`` held in ``blocks`` (:mod:`hivestream.embedded.blocks`).
 
         Outcomes at offsets below the stored position of ``origin`` are skipped; a batch is cut
         only between offsets, so each offset's events commit together with the position. The
         dedup core decides on each capture's event id, key, time and position
         (:meth:`~streams.frames.dedup.DedupCore.decide`); the other fields stay in the block's columns.
+        ``end``: the offset after the input read (a serve log's records that are not hook events
+        give no outcome): the last batch stores at least that position.
         """
         self._wait()
         start = self.sink.position(origin)
@@ -195,7 +209,7 @@ class EmbeddedRunner:
         skips: list[Skipped] = []
         last_off = -1
         r = self.report
-        memory = self.memory
+        pending_calls = self.pending_calls
         decide, size = self.core.decide, self.settings.batch_size
         for blk in blocks:
             ids, keys, times, parts, others, calls = blk.ids, blk.keys, blk.times, blk.parts, blk.others, blk.calls
@@ -214,7 +228,7 @@ class EmbeddedRunner:
                         batch.add(blk, lo, ci)
                         self._flush(batch, dls, skips, origin, off)
                         batch, dls, skips, lo = BatchColumns(), [], [], ci
-                        decisions = batch.decisions
+                        decisions, pending_calls = batch.decisions, self.pending_calls
                     r.records += 1
                     last_off = off
                 if kind == "c":
@@ -223,7 +237,7 @@ class EmbeddedRunner:
                     r.events += 1
                     r.captures += 1
                     if calls and i in calls:
-                        memory.pending.append(calls[i])
+                        pending_calls.append(calls[i])
                     continue
                 raw, payload, read_at = others[oi]
                 oi += 1
@@ -234,7 +248,7 @@ class EmbeddedRunner:
                 if kind != "d":  # an event that is not a turn, or one capture_outcome rejected
                     r.events += 1
                     if calls and i in calls:
-                        memory.pending.append(calls[i])
+                        pending_calls.append(calls[i])
                 if kind == "n":
                     skips.append(payload)
                     r.not_captures += 1
@@ -245,8 +259,9 @@ class EmbeddedRunner:
                     dls.append(DeadLetter.of(err, raw, origin, 0, off, self.clock() if read_at is None else read_at, event_id=payload[2]))
                     r.dead_letters[str(err.reason)] += 1
             batch.add(blk, lo, ci)
-        if last_off >= 0:
-            self._flush(batch, dls, skips, origin, last_off + 1)
+        nxt = max(last_off + 1, start if end is None else end)
+        if last_off >= 0 or nxt > start:
+            self._flush(batch, dls, skips, origin, nxt)
         self._wait()
 
     def _flush(self, batch: BatchColumns, dls: list[DeadLetter], skips: list[Skipped], origin: str, next_off: int) -> None:
@@ -260,14 +275,14 @@ class EmbeddedRunner:
         """
         assert isinstance(self.core.state, TrackedState)
         changes = self.core.state.drain()
-        calls, self.memory.pending = self.memory.pending, []
+        calls, self.pending_calls = self.pending_calls, []
         self._wait()
         self._pending = self._writer.submit(self._write, batch, dls, skips, {(origin, 0): next_off}, changes, calls, self.core.since_sweep)
 
     def _write(self, batch: BatchColumns, dls: list[DeadLetter], skips: list[Skipped], positions: dict[tuple[str, int], int],
                changes: tuple[dict[str, Any], list[str]], calls: list[MemoryToolCall], since_sweep: int) -> None:
-        frames, dups, _dead = self.sink.apply_columns(batch.columns(), dls, positions, changes, calls, since_sweep, skips)
-        self.memory.written += len(calls)
+        frames, dups, _dead = self.sink.apply(FramesBatch(batch.columns(), dls, changes, calls, since_sweep, skips), positions)
+        self.calls_written += len(calls)
         self.report.frames_created += frames
         self.report.duplicates += dups
         self.report.repeated += len(batch.decisions) - frames - dups
@@ -298,7 +313,7 @@ def run_files(
     Args:
         jobs: import processes beside this one (0: import here). The import processes are forked
             before the DuckDB file is opened; the result is the same for every value. With import
-            processes, DuckDB runs one thread (see :class:`DuckSink`'s ``threads``).
+            processes, DuckDB runs one thread (see :class:`FramesProjection`'s ``threads``).
 
     Raises:
         OSError, projections.frames.sink.MetaMismatch, duckdb.IOException: see :class:`EmbeddedRunner`.

@@ -25,7 +25,7 @@ from pathlib import Path
 import duckdb
 
 from hivestream.embedded.experiences import KbRunner, file_origin
-from projections.experiences.sink import KbSink
+from projections.experiences.sink import ExperienceProjection
 from streams.experiences.settings import KbSettings
 from streams.importers.files import read_lines
 
@@ -115,7 +115,7 @@ def append_event(db: Path, line: bytes, settings: KbSettings | None = None) -> A
     log = event_log(db)
     origin = file_origin(log)
     try:
-        opened = KbSink(db)  # before the log is touched: a held file refuses with nothing appended
+        opened = ExperienceProjection(db)  # before the log is touched: a held file refuses with nothing appended
     except duckdb.IOException as e:
         raise CannotOpen(str(e).splitlines()[0] if str(e) else type(e).__name__) from None
     with opened as sink:
@@ -143,7 +143,7 @@ def continue_log(db: Path) -> tuple[int, int]:
         OSError: the log cannot be read or written.
     """
     log = event_log(db)
-    with KbSink(db) as sink:
+    with ExperienceProjection(db) as sink:
         applied = sink.position(file_origin(log))
         if not applied:
             return 0, 0

@@ -57,7 +57,7 @@ from hivestream.ingest.spool import Spool, default_spool_dir
 from streams.ingest.auth import DEFAULT_SCOPES, Grant, Scope, TokenTable, bearer_digest, is_loopback
 from streams.ingest.content_encoding import BadEncoding, DecodedTooLarge, decode_body
 from streams.ingest.hook_output import RUNTIME_HOOK_HEADER, hook_output
-from streams.ingest.payloads import ROUTE_RUNTIMES, Item, body_dead_letter, process, request_source, split_body
+from streams.ingest.payloads import ROUTE_RUNTIMES, Accepted, Item, Rejected, body_dead_letter, process, request_source, split_body
 from streams.kafka.connection import DEFAULT_BOOTSTRAP, ConnectionLike
 from streams.kafka.topics import Topics
 from streams.model.clock import wall_clock_ms
@@ -119,6 +119,17 @@ class IngestConfig:
     reuse_port: bool = False
     metrics_auth: bool = False
     review_token: str | None = None
+
+
+@dataclass(frozen=True)
+class Taken:
+    """A posting request taken in (:meth:`IngestApp.take`): who posted, its dead letters' ``source``,
+    its payloads and when it was received (epoch ms)."""
+
+    grant: Grant
+    source: str
+    items: list[Item]
+    received_ms: int
 
 
 class ConfigError(ValueError):
@@ -245,10 +256,10 @@ class IngestApp:
             if not self._no_tokens:
                 how = f"a token whose tokens-file line ends in scopes=review (the token of gateway {grant.gateway_id!r} has: {has})"
             elif self._review_digest is not None:
-                how = "serve's review token (`hivestream kb approve|reject --db FILE` sends it)"
+                how = "serve's review token (`hivestream kb approve|reject --db FILE` and `hivestream stubs import --db FILE` send it)"
             else:
                 how = "a token whose tokens-file line ends in scopes=review (start with --tokens-file), or `hivestream kb approve|reject --kafka`"
-            need = "experience-reviewed events need review authority: " + how
+            need = "experience-reviewed events and stub writes need review authority: " + how
         else:
             need = f"these events need a token with the {', '.join(sorted(missing))} scope (the token of gateway {grant.gateway_id!r} has: {has})"
         log.info("refused a request (HTTP 403): gateway %s lacks the %s scope", grant.gateway_id, ", ".join(sorted(missing)))
@@ -270,16 +281,36 @@ class IngestApp:
 
     async def hooks(self, request: web.Request) -> web.Response:
         """``POST /v1/hooks/{runtime}``."""
-        grant = self._grant(request)
-        if grant is None:
-            return await self._unread(request, self._reject(401, "unauthorized", "missing or unknown bearer token",
-                                                            {"WWW-Authenticate": 'Bearer realm="hivestream"'}))
-        gateway = grant.gateway_id
         runtime = request.match_info["runtime"]
         known = runtime in ROUTE_RUNTIMES
         if not known:
             runtime = runtime[:64]
-        source = request_source(gateway, runtime, new_request_id())
+        taken = await self.take(request, runtime, None if known else
+                                RejectedInput(Reason.UNKNOWN_RUNTIME, f"runtime {runtime!r} is not one of {', '.join(ROUTE_RUNTIMES)}"))
+        if isinstance(taken, web.Response):
+            return taken
+        accepted, rejected = process(taken.items, runtime, gateway=taken.grant.gateway_id, received_at_ms=taken.received_ms,
+                                     privacy_mode=self.cfg.privacy_mode, source=taken.source)
+        return await self.commit(request, taken, runtime, self._hook_events, accepted, rejected)
+
+    async def take(self, request: web.Request, route: str, refuse: RejectedInput | None = None) -> Taken | web.Response:
+        """Authenticate a posting request, read its body and split it into payloads (:func:`split_body`).
+
+        Args:
+            request: the request.
+            route: what its dead letters' ``source`` names (the runtime, or another route's name).
+            refuse: a refusal of the whole body (an unknown runtime: ``404``) made before it is split.
+
+        Returns:
+            What was taken, or the answer already given: ``401`` without a valid token, ``413`` over
+            the body limit, ``408`` past the read timeout, ``400`` (dead-lettered) for a body that does
+            not decode or split, ``404`` (dead-lettered) with ``refuse``, ``503`` when a dead letter cannot be made durable.
+        """
+        grant = self._grant(request)
+        if grant is None:
+            return await self._unread(request, self._reject(401, "unauthorized", "missing or unknown bearer token",
+                                                            {"WWW-Authenticate": 'Bearer realm="hivestream"'}))
+        source = request_source(grant.gateway_id, route, new_request_id())
         limit = self.cfg.max_body_bytes
         if request.content_length is not None and request.content_length > limit:
             return await self._unread(request, self._reject(413, "body_too_large",
@@ -304,25 +335,31 @@ class IngestApp:
             return await self._unread(request, failed if failed is not None else self._dead_lettered(400, err, 0, source))
         received = self.now_ms()
         try:
-            if not known:
-                raise RejectedInput(Reason.UNKNOWN_RUNTIME, f"runtime {runtime!r} is not one of {', '.join(ROUTE_RUNTIMES)}")
+            if refuse is not None:
+                raise refuse
             items = split_body(body)
         except Exception as exc:  # bad input is a dead letter, never a 500
             refusal = exc if isinstance(exc, RejectedInput) else RejectedInput(Reason.PROCESSING_ERROR, f"{type(exc).__name__}: {exc}"[:500])
             if not isinstance(exc, RejectedInput):
-                log.warning("%s body from %s could not be split (dead-lettered): %s", runtime, gateway, refusal.detail,
+                log.warning("%s body from %s could not be split (dead-lettered): %s", route, grant.gateway_id, refusal.detail,
                             exc_info=log.isEnabledFor(logging.DEBUG))
             dl = body_dead_letter(refusal, body, source=source, received_at_ms=received)
             _where, failed = await self._durable([self._dl_record(dl)])
             if failed is not None:
                 return failed
-            return self._dead_lettered(404 if not known else 400, refusal, len(body), source)
-        accepted, rejected = process(items, runtime, gateway=gateway, received_at_ms=received,
-                                     privacy_mode=self.cfg.privacy_mode, source=source)
+            return self._dead_lettered(404 if refuse is not None else 400, refusal, len(body), source)
+        return Taken(grant, source, items, received)
+
+    async def commit(self, request: web.Request, taken: Taken, route: str, topic: str, accepted: list[Accepted],
+                     rejected: list[Rejected]) -> web.Response:
+        """Make the accepted payloads (as records of ``topic``) and the rejected ones' dead letters durable
+        together, and answer: ``403`` (nothing written) when the token lacks a scope an accepted payload
+        needs, ``503`` when the sink refuses, else ``200`` with one result per payload (``422`` when every
+        payload was rejected); a runtime's own hook (:data:`RUNTIME_HOOK_HEADER`) gets its hook output instead."""
+        grant, items, received = taken.grant, taken.items, taken.received_ms
         missing = {a.scope for a in accepted} - grant.scopes
         if missing:
             return self._forbidden(grant, missing)
-        topic = self._hook_events
         records: list[Record] = [(topic, a.key, a.value) for a in accepted]
         if rejected:
             records += [self._dl_record(r.dead_letter) for r in rejected]
@@ -330,7 +367,7 @@ class IngestApp:
         if failed is not None:
             return failed
         if accepted:
-            self.metrics.accept(runtime, len(accepted))
+            self.metrics.accept(route, len(accepted))
         for r in rejected:
             self.metrics.reject(r.reason)
         results: list[dict[str, Any]] = [{"index": a.index, "status": "accepted", "event_id": a.event_id} for a in accepted]
@@ -344,7 +381,7 @@ class IngestApp:
         truncated = any(len(it.original) > MAX_ORIGINAL_BYTES for it in items if it.index in refused)
         return self._answer(status, {"accepted": len(accepted), "rejected": len(rejected), "dead_lettered": len(rejected),
                                      "truncated": truncated, "durable": where,
-                                     "gateway": gateway, "received_at_ms": received, "results": results})
+                                     "gateway": grant.gateway_id, "received_at_ms": received, "results": results})
 
     async def healthz(self, _request: web.Request) -> web.Response:
         """``GET /healthz``: 200 while the server can promise durability; 503 when the sink would refuse a POST."""
@@ -393,7 +430,8 @@ def make_sink(cfg: IngestConfig, metrics: IngestMetrics) -> DurableSink:
 
 
 async def serve(cfg: IngestConfig, stop: asyncio.Event, on_ready: Callable[[int], None] | None = None,
-                sink: RecordSink | None = None, name: str = "ingest", agent_api: AgentApi | None = None) -> None:
+                sink: RecordSink | None = None, name: str = "ingest", agent_api: AgentApi | None = None,
+                app: type[IngestApp] = IngestApp) -> None:
     """Run the server until ``stop`` is set; then stop accepting and close the sink (flush and seal the spool).
 
     Args:
@@ -404,6 +442,7 @@ async def serve(cfg: IngestConfig, stop: asyncio.Event, on_ready: Callable[[int]
             passes its local log); closed when the server stops.
         name: the command's name in log lines.
         agent_api: the agent API ``/mcp`` serves (``None``: no ``/mcp``).
+        app: the request handlers' class (``serve`` passes :class:`IngestApp` with its own routes added).
 
     Raises:
         ConfigError: a non-loopback bind without tokens.
@@ -416,7 +455,7 @@ async def serve(cfg: IngestConfig, stop: asyncio.Event, on_ready: Callable[[int]
     note = sink.startup_note()
     if note:
         log.info("%s", note)
-    handlers = IngestApp(cfg, sink, metrics, agent_api=agent_api)
+    handlers = app(cfg, sink, metrics, agent_api=agent_api)
     runner = web.AppRunner(handlers.build(), access_log=log if cfg.access_log else None)
     await runner.setup()
     site = web.TCPSite(runner, cfg.host, cfg.port, backlog=1024, reuse_port=cfg.reuse_port or None)

@@ -3,17 +3,18 @@ dedup loop that keeps ``FILE`` current, in one process (no broker, no JVM).
 
 Start: lock and open the log (:class:`~hivestream.serve.log_writer.HookLog`; a torn tail left by a
 crash is cut off and dead-lettered into the log as ``torn_record``), open the DuckDB file (the
-embedded runner's settings guard applies), start the dedup loop in a thread
+settings guards of the frames and of the memory stubs apply), start the dedup loop in a thread
 (:class:`~hivestream.serve.follower.Follower`: it first applies whatever the log holds beyond the
-file's position) and the publisher in another
-(:class:`~hivestream.serve.publisher.Publisher`: snapshot, heartbeat, report), open the read
-listener, then listen (:func:`hivestream.ingest.server.serve` with the log's sink) and leave its
-note ``<db>.serve`` (:mod:`hivestream.serve.read_marker`: the read listener, the ingest address and,
-on loopback without a tokens file, a review token made at each start: only its bearer may post
-``experience-reviewed`` events there). Stop (SIGTERM, SIGINT): stop accepting, answer what is
-queued, remove the note and stop the read listener, let the loop apply what is durable, publish a
-last snapshot and report, checkpoint and close. A kill -9 at any moment loses nothing that was
-answered 2xx: it is in the log, and the next start applies it.
+file's position, to every projection of the file: frames, KnowHub experiences, memory stubs) and
+the publisher in another (:class:`~hivestream.serve.publisher.Publisher`: snapshot, heartbeat,
+report), open the read listener, then listen (:func:`hivestream.ingest.server.serve` with the log's
+sink and the stub route, :mod:`hivestream.serve.stub_route`) and leave its note ``<db>.serve``
+(:mod:`hivestream.serve.read_marker`: the read listener, the ingest address and, on loopback without
+a tokens file, a review token made at each start: only its bearer may post ``experience-reviewed``
+events and stub writes there). Stop (SIGTERM, SIGINT): stop accepting, answer what is queued,
+remove the note and stop the read listener, let the loop apply what is durable, publish a last
+snapshot and report, checkpoint and close. A kill -9 at any moment loses nothing that was answered
+2xx: it is in the log, and the next start applies it.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from hivestream.serve.read_api import ReadApp, start_reads
 from hivestream.serve.read_gate import ReadGate
 from hivestream.serve.read_marker import IngestNote, ReadMarker, new_token, remove_marker, write_marker
 from hivestream.serve.start_undo import StartUndo, probe_listen
+from hivestream.serve.stub_route import ServeApp
 from streams.experiences.extract import Completer
 from streams.experiences.settings import KbSettings
 from streams.ingest.hook_log import DEAD_LETTER, log_origin
@@ -47,6 +49,7 @@ from streams.kafka.topics import Topics
 from streams.model.clock import Clock, wall_clock_ms
 from streams.model.deadletter import DeadLetter, Reason, RejectedInput
 from streams.settings import Settings
+from streams.stubs.settings import MatchPolicy
 
 if TYPE_CHECKING:
     from hivestream.mcp.agent_api import AgentApi
@@ -84,6 +87,8 @@ class ServeConfig:
         publish: the snapshot's and the report's pacing.
         settings: dedup settings (as ``run`` takes them).
         kb_settings: KnowHub settings.
+        stub_policy: the memory stubs' match settings (None: those the file holds, else the defaults;
+            :func:`hivestream.embedded.stubs.log_policy`).
     """
 
     http: IngestConfig
@@ -95,6 +100,7 @@ class ServeConfig:
     publish: PublishOptions = field(default_factory=PublishOptions)
     settings: Settings = field(default_factory=Settings)
     kb_settings: KbSettings = field(default_factory=KbSettings)
+    stub_policy: MatchPolicy | None = None
 
 
 def connect_host(bind: str) -> str:
@@ -164,7 +170,8 @@ async def _serve(cfg: ServeConfig, stop: asyncio.Event, on_ready: Callable[[int]
         progress = Progress()
 
         def open_run() -> LogRun:  # DuckDB on one thread: a read's query takes one core at most (its own, at a lower priority)
-            run = open_log_run(cfg.db, cfg.settings, cfg.kb_settings, completer=completer, duckdb_threads=SERVE_DUCKDB_THREADS)
+            run = open_log_run(cfg.db, cfg.settings, cfg.kb_settings, completer=completer, duckdb_threads=SERVE_DUCKDB_THREADS,
+                               stub_policy=cfg.stub_policy)
             undo.db_held = True
             return run
 
@@ -188,7 +195,7 @@ async def _serve(cfg: ServeConfig, stop: asyncio.Event, on_ready: Callable[[int]
 
             sink = LogSink(hook_log, Topics(http.namespace), progress, db=cfg.db.name, retry_after_s=http.retry_after_s,
                            headroom_bytes=2 * http.max_body_bytes, clock=clock)
-            await server.serve(http, stop, ready, sink=sink, name="serve", agent_api=agent_api)
+            await server.serve(http, stop, ready, sink=sink, name="serve", agent_api=agent_api, app=ServeApp)
         finally:
             remove_marker(cfg.db, token)
             if read_runner is not None:

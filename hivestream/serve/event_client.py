@@ -1,11 +1,12 @@
-"""``hivestream kb submit|approve|reject`` on a file a running serve holds: the event goes through
-that serve (``POST /v1/hooks/knowhub`` on the ingest address its note ``<db>.serve`` names,
-:mod:`hivestream.serve.read_marker`), into its log, and its dedup loop applies it.
+"""``hivestream kb submit|approve|reject`` and ``hivestream stubs import`` on a file a running serve
+holds: the events go through that serve (``POST /v1/hooks/knowhub``, ``POST /v1/stub-events`` on the
+ingest address its note ``<db>.serve`` names, :mod:`hivestream.serve.read_marker`), into its log, and
+its dedup loop applies them.
 
 The bearer token: the note's review token (serve on loopback without a tokens file: it may post
 reviews and anything else), else ``$HIVESTREAM_INGEST_TOKEN`` (a token of serve's tokens file: with
-the ``review`` scope for a review, the ``hooks`` scope for a submission). After the ``2xx`` the
-event is durable in serve's log; :func:`send` then waits a few seconds for the loop to apply it
+the ``review`` scope for a review or a stub write, the ``hooks`` scope for a submission). After the
+``2xx`` the event is durable in serve's log; :func:`send` then waits a few seconds for the loop to apply it
 (serve's read listener: ``applied`` reaching the log's length), so a ``kb pending`` or ``kb search``
 right after sees it. Only ``http.client``; every failure is one line without the token.
 """
@@ -16,6 +17,7 @@ import http.client
 import json
 import os
 import time
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,10 +37,12 @@ class NotSent(Exception):
 
 @dataclass(frozen=True)
 class Sent:
-    """An event serve took: its pid and whether its loop applied it within :data:`WAIT_APPLIED_S`."""
+    """Events serve took: its pid, whether its loop applied them within :data:`WAIT_APPLIED_S`, and
+    how many of the lines it dead-lettered (answered in a ``200`` beside the ones it accepted)."""
 
     pid: int
     applied: bool
+    rejected: int = 0
 
 
 def running_serve(db: Path) -> ReadMarker | None:
@@ -71,6 +75,29 @@ def send(db: Path, m: ReadMarker, line: bytes, *, review: bool, wait_s: float = 
             the authority needed is at hand, serve did not answer, refused the token or the
             scope, could not make it durable (503), or dead-lettered it (422); one line.
     """
+    return send_lines(db, m, [line], KNOWHUB_PATH, review=review, wait_s=wait_s, strict=True)
+
+
+KNOWHUB_PATH = "/v1/hooks/knowhub"
+"""Where KnowHub event lines are posted."""
+STUB_EVENTS_PATH = "/v1/stub-events"
+"""Where memory-stub events are posted (:mod:`hivestream.serve.stub_route`)."""
+BODY_BYTES = 512 << 10
+"""Most bytes of lines one request carries (serve's default body limit is 1 MiB); a longer line goes alone."""
+
+
+def send_lines(db: Path, m: ReadMarker, lines: Iterable[bytes], path: str, *, review: bool, wait_s: float = WAIT_APPLIED_S,
+               body_bytes: int = BODY_BYTES, strict: bool = False) -> Sent:
+    """Post event lines (JSON, no ``\\n``) to ``path`` of the serve of note ``m`` (holding ``db``), as
+    NDJSON bodies of at most ``body_bytes`` bytes in order (a line that is not UTF-8 in a body of its
+    own, so it spoils no other), then wait up to ``wait_s`` seconds for its loop to apply them. Lines
+    are read as they are posted (a large import never sits in memory). A body serve dead-lettered
+    whole (``400``, ``422``) counts as that many rejected lines unless ``strict``.
+
+    Raises:
+        NotSent: as :func:`send` (a dead-lettered body only when ``strict``); the lines posted before
+            a refused request stay in serve's log (the message says how many).
+    """
     where = f"the hivestream serve (pid {m.pid}) holding {db}"
     if m.ingest is None:
         raise NotSent(f"{where} noted no ingest address in {marker_path(db)} (an older version): restart it, then retry")
@@ -82,12 +109,58 @@ def send(db: Path, m: ReadMarker, line: bytes, *, review: bool, wait_s: float = 
     if m.ingest.review_token is None and token is None:
         scope = "review" if review else "hooks"
         raise NotSent(f"{where} takes events only with a token of its tokens file: set {TOKEN_ENV} to one with the {scope} scope, then retry")
+    sent = rejected = 0
+    for body, n in _bodies(lines, body_bytes):
+        try:
+            rejected += _post(db, m, where, path, body, token, None if strict else n)
+        except NotSent as e:
+            raise NotSent(f"{e}" + (f" ({sent} events sent before it are in serve's log)" if sent else "")) from None
+        sent += n
+    return Sent(m.pid, _wait_applied(db, wait_s), rejected)
+
+
+def _bodies(lines: Iterable[bytes], body_bytes: int) -> Iterator[tuple[bytes, int]]:
+    """NDJSON bodies of ``lines`` in order, each at most ``body_bytes`` (a longer line alone), with their line counts."""
+    batch: list[bytes] = []
+    size = 0
+    for line in lines:
+        if not _utf8(line):
+            if batch:
+                yield b"\n".join(batch), len(batch)
+                batch, size = [], 0
+            yield line, 1
+            continue
+        if batch and size + len(line) + 1 > body_bytes:
+            yield b"\n".join(batch), len(batch)
+            batch, size = [], 0
+        batch.append(line)
+        size += len(line) + 1
+    if batch:
+        yield b"\n".join(batch), len(batch)
+
+
+def _utf8(line: bytes) -> bool:
+    try:
+        line.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def _post(db: Path, m: ReadMarker, where: str, path: str, body: bytes, token: str | None, lines: int | None = None) -> int:
+    """One ``POST`` of ``body``; on a ``200``, how many of its lines serve dead-lettered; on a ``400``
+    or ``422`` that dead-lettered it, ``lines`` (when given).
+
+    Raises:
+        NotSent: for anything else (one line, never the token).
+    """
+    assert m.ingest is not None
     headers = {"Content-Type": "application/json"}
     if token:
         headers["Authorization"] = f"Bearer {token}"
     conn = http.client.HTTPConnection(m.ingest.host, m.ingest.port, timeout=POST_TIMEOUT_S)
     try:
-        conn.request("POST", "/v1/hooks/knowhub", body=line, headers=headers)
+        conn.request("POST", path, body=body, headers=headers)
         resp = conn.getresponse()
         status, answer = resp.status, resp.read()
     except (OSError, http.client.HTTPException, ValueError) as e:
@@ -100,13 +173,31 @@ def send(db: Path, m: ReadMarker, line: bytes, *, review: bool, wait_s: float = 
         raise NotSent(f"{where} refused {whose} (HTTP 401); nothing was written")
     if status == 403:
         raise NotSent(f"{where} refused the event (HTTP 403): {_detail(answer)}")
+    if status == 404:
+        raise NotSent(f"{where} has no route {path} (an older version): restart it, then retry")
+    if status == 413:
+        raise NotSent(f"{where} refused a request of {len(body)} bytes as too large (HTTP 413: {_detail(answer)}); nothing of it was written")
     if status == 503:
         raise NotSent(f"{where} cannot take events right now (HTTP 503: {_detail(answer)}); nothing was written: retry in a few seconds")
+    if lines is not None and status in (400, 422) and _dead_lettered(answer):
+        return lines
     if status == 422:
         raise NotSent(f"{where} dead-lettered the event: {_detail(answer)}")
     if status != 200:
         raise NotSent(f"{where} answered HTTP {status} ({_detail(answer)})")
-    return Sent(m.pid, _wait_applied(db, wait_s))
+    try:
+        return int(json.loads(answer).get("rejected", 0))
+    except (ValueError, AttributeError, TypeError):
+        return 0
+
+
+def _dead_lettered(answer: bytes) -> bool:
+    """Whether an answer says its payloads were dead-lettered (so they are in serve's log)."""
+    try:
+        obj = json.loads(answer)
+    except ValueError:
+        return False
+    return isinstance(obj, dict) and bool(obj.get("dead_lettered"))
 
 
 def _wait_applied(db: Path, wait_s: float) -> bool:

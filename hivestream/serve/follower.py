@@ -1,7 +1,7 @@
 """The continuous dedup loop of ``hivestream serve``: the log's durable records → DuckDB, as
-``hivestream run LOGDIR`` applies them (:class:`hivestream.embedded.log_run.LogRun`: the embedded
-runner's dedup core, sink and memory tool calls, then the KnowHub runner; state, rows and the log
-position in one transaction per batch).
+``hivestream run LOGDIR`` applies them (:class:`hivestream.embedded.log_run.LogRun`: every projection
+of the file in turn, the frames with the memory tool calls, the KnowHub experiences, the memory
+stubs; state, rows and the log position in one transaction per batch).
 
 It reads only what the writer has fsync'd (:meth:`HookLog.durable`), wakes when a group commit
 lands, and applies what came in one batch, so a frame is in the file tens of milliseconds after
@@ -22,7 +22,6 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from hivestream.embedded.log_run import LogRun
 from hivestream.serve.log_writer import HookLog, Retention
@@ -91,7 +90,7 @@ class Follower:
         self.progress.applied = run.position(self.origin)
         self.run_ = run
         try:
-            self.gate.set(run.runner.sink.con, Path(run.runner.sink.path))
+            self.gate.set(run.con, run.path)
         except BaseException:
             self.run_ = None
             run.close()

@@ -19,7 +19,7 @@ from typing import Any
 from hivestream.ingest.record_sink import Gauge, Record
 from hivestream.serve.log_writer import Entry, HookLog, LogFull
 from hivestream.serve.progress import Progress
-from streams.ingest.hook_log import DEAD_LETTER, HOOK_EVENTS
+from streams.ingest.hook_log import DEAD_LETTER, HOOK_EVENTS, STUB_EVENTS
 from streams.kafka.topics import Topics
 from streams.model.clock import Clock, wall_clock_ms
 
@@ -53,7 +53,7 @@ class LogSink:
         self.retry_after_s = retry_after_s
         self.headroom_bytes = min(headroom_bytes, hook_log.max_bytes // 10)
         self.clock = clock
-        self._kinds = {topics.hook_events: HOOK_EVENTS, topics.dead_letter: DEAD_LETTER}
+        self._kinds = {topics.hook_events: HOOK_EVENTS, topics.dead_letter: DEAD_LETTER, topics.stub_events: STUB_EVENTS}
         self._pending: list[tuple[list[Entry], asyncio.Future[int]]] = []
         self._wake: asyncio.Event | None = None
         self._failed_at = 0.0

@@ -38,7 +38,7 @@ from streams.ingest.hook_log import FORMAT, MARKER, VERSION, Bound, Segment, enc
 log = logging.getLogger("hivestream.serve")
 
 Entry = tuple[int, bytes, bytes]
-"""(kind, key, value) of one record to append (kinds: :data:`streams.ingest.hook_log.HOOK_EVENTS`, ``DEAD_LETTER``)."""
+"""(kind, key, value) of one record to append (kinds: :data:`streams.ingest.hook_log.HOOK_EVENTS`, ``DEAD_LETTER``, ``STUB_EVENTS``)."""
 
 
 class LogFull(SinkFull):

@@ -1,6 +1,7 @@
 """``hivestream kb project``: the ``experience-events`` and ``kb-dead-letter`` topics → the KnowHub tables.
 
-Like :mod:`projections.frames.projector`: every partition assigned, positions read from and stored in
+The one Kafka projector loop (:class:`~projections.reader.projector.KafkaProjector`) with the
+KnowHub fold (:class:`ExperienceFold`): every partition assigned, positions read from and stored in
 DuckDB (``kb_positions``) in the same transaction as the rows, the dedup state and the reminder
 counters, so a kill -9 at any point loses nothing and doubles nothing.
 """
@@ -9,8 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from projections.experiences.sink import KbSink
-from projections.reader.seeking import SeekingProjector
+from projections.experiences.sink import ExperienceBatch, ExperienceProjection
+from projections.reader.projector import KafkaProjector, Polled
 from streams.experiences.build import safe_text
 from streams.experiences.events import parse_kb_event
 from streams.experiences.fold import KbFold
@@ -32,43 +33,29 @@ class KbProjectorReport:
     dead_letters: int = 0
 
 
-class KbProjector(SeekingProjector[KbProjectorReport]):
-    """Consumes ``events_topic`` and ``dead_letter_topic`` into ``sink``.
+class ExperienceFold:
+    """KnowHub records → :class:`~projections.experiences.sink.ExperienceBatch` (a :class:`~projections.reader.projector.TopicFold`).
 
     Args:
-        sink: the KnowHub tables' writer.
-        conn: the Kafka connection (a bare string: PLAINTEXT bootstrap servers).
-        events_topic, dead_letter_topic: the topics to project.
-        settings: the experience dedup window (the worker's privacy mode applies to a record
-            that does not parse: its detail is redacted).
-        batch_max: records per poll and per transaction.
-        clock: epoch-ms clock.
-
-    Raises:
-        RuntimeError: when a topic does not exist within 30 s.
+        fold: the experience dedup and reminder fold, restored from the projection.
+        events_topic, dead_letter_topic: the topics of KnowHub events and of their dead letters.
+        settings: the privacy mode applied to a record that does not parse (its detail is redacted).
+        clock: epoch-ms clock of the dead letters made here.
     """
 
-    def __init__(self, sink: KbSink, conn: ConnectionLike, events_topic: str, dead_letter_topic: str, settings: KbSettings | None = None, *,
-                 batch_max: int = 5000, clock: Clock = wall_clock_ms) -> None:
-        self.sink = sink
-        self.settings = settings or KbSettings()
+    def __init__(self, fold: KbFold, events_topic: str, dead_letter_topic: str, settings: KbSettings, clock: Clock = wall_clock_ms) -> None:
+        self.fold = fold
+        self.topics = [events_topic, dead_letter_topic]
         self.dead_letter_topic = dead_letter_topic
+        self.settings = settings
         self.clock = clock
-        self.fold = KbFold(self.settings.window, sink.load_dedup_state(), sink.load_counters(), sink.load_seen_hooks())
-        super().__init__(conn, [events_topic, dead_letter_topic], sink.position, KbProjectorReport(), client_id="hivestream-kb-projector",
-                         batch_max=batch_max)
+        self.report = KbProjectorReport()
 
-    def poll_once(self, timeout_ms: int = 500) -> int:
-        """Poll one batch and apply it in one transaction; returns the records consumed."""
-        polled = self.consumer.poll(timeout_ms=timeout_ms, max_records=self.batch_max)
-        if not polled:
-            return 0
-        positions: dict[tuple[str, int], int] = {}
-        n = 0
+    def feed(self, polled: Polled) -> None:
+        """Fold one poll's records; a record that does not parse becomes a dead letter (redacted as the privacy mode says)."""
         mode = self.settings.privacy_mode
         for tp, records in polled.items():
             for r in records:
-                n += 1
                 raw = r.value or b""
                 if tp.topic == self.dead_letter_topic:
                     try:
@@ -81,16 +68,44 @@ class KbProjector(SeekingProjector[KbProjectorReport]):
                     self.fold.feed(parse_kb_event(raw), tp.partition, r.offset)
                 except RejectedInput as e:
                     err = RejectedInput(e.reason, safe_text(e.detail, mode))
-                    self.fold.reject(DeadLetter.of(err, safe_text(raw.decode("utf-8", "replace"), mode).encode(), tp.topic, tp.partition, r.offset,
-                                                   self.clock()))
-            positions[(tp.topic, tp.partition)] = records[-1].offset + 1
-        b = self.fold.drain()
-        self.sink.apply_batch(b, positions, self.fold.counters)
-        rep = self.report
-        rep.records += n
+                    self.fold.reject(DeadLetter.of(err, safe_text(raw.decode("utf-8", "replace"), mode).encode(), tp.topic, tp.partition,
+                                                   r.offset, self.clock()))
+
+    def drain(self) -> ExperienceBatch:
+        """The rows since the last drain and the reminder counters as they are now."""
+        return ExperienceBatch(self.fold.drain(), dict(self.fold.counters))
+
+    def count(self, batch: ExperienceBatch, applied: None, records: int) -> None:
+        """Count one applied batch."""
+        rep, b = self.report, batch.rows
+        rep.records += records
         rep.batches += 1
         rep.submissions += len(b.submissions)
         rep.reviews += len(b.reviews)
         rep.telemetry += len(b.telemetry)
         rep.dead_letters += len(b.dead_letters)
-        return n
+
+
+class KbProjector(KafkaProjector[ExperienceBatch, None, KbProjectorReport]):
+    """Consumes ``events_topic`` and ``dead_letter_topic`` into ``sink``.
+
+    Args:
+        sink: the KnowHub projection.
+        conn: the Kafka connection (a bare string: PLAINTEXT bootstrap servers).
+        events_topic, dead_letter_topic: the topics to project.
+        settings: the experience dedup window (the worker's privacy mode applies to a record
+            that does not parse: its detail is redacted).
+        batch_max: records per poll and per transaction.
+        clock: epoch-ms clock.
+
+    Raises:
+        RuntimeError: when a topic does not exist within 30 s.
+    """
+
+    def __init__(self, sink: ExperienceProjection, conn: ConnectionLike, events_topic: str, dead_letter_topic: str,
+                 settings: KbSettings | None = None, *, batch_max: int = 5000, clock: Clock = wall_clock_ms) -> None:
+        settings = settings or KbSettings()
+        fold = KbFold(settings.window, sink.load_dedup_state(), sink.load_counters(), sink.load_seen_hooks())
+        super().__init__(sink, ExperienceFold(fold, events_topic, dead_letter_topic, settings, clock), conn,
+                         client_id="hivestream-kb-projector", batch_max=batch_max)
+        self.sink = sink

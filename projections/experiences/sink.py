@@ -1,4 +1,4 @@
-"""The KnowHub projection's writer: one transaction per batch with its rows and positions.
+"""The KnowHub projection: experiences, submissions, reviews and telemetry, one transaction per batch.
 
 Every table's rows are loaded as one Arrow table per batch with one ``INSERT … SELECT`` (DuckDB's
 ``executemany`` prepares and runs a statement per row). Inserts are ``ON CONFLICT DO NOTHING``:
@@ -7,21 +7,21 @@ first row per key is kept (``QUALIFY row_number() … = 1``, as ``executemany`` 
 rejects a key twice in one statement). Then the ``experiences`` rows of the touched experience ids
 are derived again from the submissions and reviews (:data:`projections.experiences.schema.REFRESH_EXPERIENCES`).
 The dedup state and the reminder counters are stored in the same transaction, so a restarted
-runner or projector resumes with both.
+runner or projector resumes with both. A :class:`~projections.projection.Projection`.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any
 
 import duckdb
 import pyarrow as pa
 
-from projections.duck_file import check_duckdb_file
 from projections.experiences.schema import KB_DDL, REFRESH_EXPERIENCES
+from projections.projection import Projection
 from streams.experiences.fold import KbBatch
 
 _SUB_SCHEMA = pa.schema([
@@ -62,43 +62,35 @@ def _load(con: duckdb.DuckDBPyConnection, table: pa.Table, sql: str) -> None:
         con.unregister("_rows")
 
 
-class KbSink:
-    """Writer of the KnowHub tables in one DuckDB file (created with :data:`KB_DDL` when missing).
+@dataclass(frozen=True)
+class ExperienceBatch:
+    """One batch of the KnowHub projection: the fold's rows (:class:`~streams.experiences.fold.KbBatch`,
+    its dedup state changes included) and the reminder counters after it (session key → count,
+    replacing the stored ones; ``None``: kept as stored)."""
+
+    rows: KbBatch
+    counters: Mapping[str, int] | None = None
+
+
+KB_EXTRA_DDL = [
+    "CREATE TABLE IF NOT EXISTS kb_reminder_counters (session_key VARCHAR PRIMARY KEY, n INTEGER NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS kb_hooks_seen (event_id VARCHAR PRIMARY KEY)",
+]
+"""The fold's own state beside the KnowHub tables: reminder counters and the plugin-hook markers counted."""
+
+
+class ExperienceProjection(Projection[ExperienceBatch, None]):
+    """The KnowHub projection (tables :data:`KB_DDL` and :data:`KB_EXTRA_DDL`; positions in
+    ``kb_positions``), made as :class:`projections.projection.Projection` is (e.g. on a cursor of
+    the frames projection's connection, so both projections of one file are written by one process).
 
     Raises:
         duckdb.IOException: when another process holds the file.
     """
 
-    def __init__(self, path: str | Path, con: duckdb.DuckDBPyConnection | None = None) -> None:
-        """Args:
-            path: the DuckDB file.
-            con: a connection to it to use instead of opening one (e.g. a cursor of the frames
-                sink's connection, so both projections of one file are written by one process).
-        """
-        self.path = str(path)
-        if con is None:
-            check_duckdb_file(self.path)
-        self.con = con if con is not None else duckdb.connect(self.path)
-        for stmt in KB_DDL:
-            self.con.execute(stmt)
-        self.con.execute("CREATE TABLE IF NOT EXISTS kb_reminder_counters (session_key VARCHAR PRIMARY KEY, n INTEGER NOT NULL)")
-        self.con.execute("CREATE TABLE IF NOT EXISTS kb_hooks_seen (event_id VARCHAR PRIMARY KEY)")
-
-    def close(self) -> None:
-        """Checkpoint and close the file."""
-        self.con.execute("CHECKPOINT")
-        self.con.close()
-
-    def __enter__(self) -> KbSink:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def position(self, input_name: str, partition: int = 0) -> int:
-        """The first offset of ``input_name`` (and ``partition``) not yet applied (0 when none)."""
-        row = self.con.execute("SELECT next_offset FROM kb_positions WHERE input = ? AND src_partition = ?", [input_name, partition]).fetchone()
-        return int(row[0]) if row else 0
+    name = "experiences"
+    ddl = (*KB_DDL, *KB_EXTRA_DDL)
+    positions_table = "kb_positions"
 
     def load_dedup_state(self) -> dict[str, Any]:
         """The experience dedup state (:class:`~streams.frames.dedup.DedupCore` entries by dedup key) as the last batch stored it."""
@@ -112,60 +104,57 @@ class KbSink:
         """Ids of the plugin-hook markers already counted."""
         return {r[0] for r in self.con.execute("SELECT event_id FROM kb_hooks_seen").fetchall()}
 
-    def apply_batch(self, b: KbBatch, positions: Mapping[tuple[str, int], int], counters: Mapping[str, int] | None = None) -> None:
-        """Write ``b``, the next ``positions`` and the reminder ``counters`` (replacing the stored ones) in one transaction.
+    def write(self, batch: ExperienceBatch) -> None:
+        """Write one batch's rows, the dedup state changes and the reminder counters inside the caller's transaction.
 
         Raises:
-            duckdb.Error: on a database failure; the transaction is rolled back.
+            duckdb.Error: on a database failure.
         """
-        con = self.con
-        con.execute("BEGIN TRANSACTION")
-        try:
-            if b.submissions:
-                _load(con, pa.Table.from_pylist(b.submissions, schema=_SUB_SCHEMA),
-                      "INSERT INTO experience_submissions SELECT * FROM _rows QUALIFY row_number() OVER (PARTITION BY event_id) = 1 ON CONFLICT DO NOTHING")
-            if b.redactions:
-                ev, kind, n = zip(*b.redactions, strict=True)
-                _load(con, pa.table([list(ev), list(kind), list(n)], schema=_RED_SCHEMA),
-                      "INSERT INTO experience_redactions SELECT * FROM _rows QUALIFY row_number() OVER (PARTITION BY event_id, kind) = 1 "
-                      "ON CONFLICT DO NOTHING")
-            if b.reviews:
-                _load(con, pa.Table.from_pylist(b.reviews, schema=_REV_SCHEMA),
-                      "INSERT INTO experience_reviews SELECT * FROM _rows QUALIFY row_number() OVER (PARTITION BY event_id) = 1 ON CONFLICT DO NOTHING")
-            if b.telemetry:
-                _load(con, pa.Table.from_pylist(b.telemetry, schema=_TEL_SCHEMA),
-                      "INSERT INTO kb_telemetry SELECT * FROM _rows QUALIFY row_number() OVER (PARTITION BY event_id) = 1 ON CONFLICT DO NOTHING")
-            if b.dead_letters:
-                cols = list(zip(*[(f"{d.source}[{d.partition}]", d.offset, d.event_id, str(d.reason), d.detail, d.original(), d.time_ms)
-                                  for d in b.dead_letters], strict=True))
-                _load(con, pa.table([list(c) for c in cols], schema=_DL_SCHEMA),
-                      "INSERT INTO kb_dead_letters SELECT * FROM _rows QUALIFY row_number() OVER (PARTITION BY input, src_offset, event_key) = 1 "
-                      "ON CONFLICT DO NOTHING")
-            if b.touched:
-                con.register("_touched", pa.table({"id": sorted(b.touched)}))
-                con.execute(REFRESH_EXPERIENCES)
-                con.unregister("_touched")
-            if b.hooks:
-                _load(con, pa.table({"event_id": b.hooks}), "INSERT INTO kb_hooks_seen SELECT DISTINCT event_id FROM _rows ON CONFLICT DO NOTHING")
-            if counters is not None:
-                con.execute("DELETE FROM kb_reminder_counters")
-                if counters:
-                    keys = sorted(counters)
-                    _load(con, pa.table({"session_key": keys, "n": pa.array([int(counters[k]) for k in keys], pa.int32())}),
-                          "INSERT INTO kb_reminder_counters SELECT * FROM _rows")
-            upserts, deletes = b.state_changes  # a dict and the keys no longer in it: each key once
-            if upserts:
-                _load(con, pa.table({"dedup_key": list(upserts), "value": [json.dumps(v) for v in upserts.values()]}),
-                      "INSERT OR REPLACE INTO kb_dedup_state SELECT * FROM _rows")
-            if deletes:
-                _load(con, pa.table({"dedup_key": list(deletes)}), "DELETE FROM kb_dedup_state WHERE dedup_key IN (SELECT dedup_key FROM _rows)")
-            if positions:
-                pos = pa.table({"input": [i for i, _p in positions], "src_partition": pa.array([p for _i, p in positions], pa.int32()),
-                                "next_offset": pa.array(list(positions.values()), pa.int64())})
-                _load(con, pos, """INSERT INTO kb_positions SELECT * FROM _rows ON CONFLICT DO UPDATE
-                                   SET next_offset = greatest(next_offset, excluded.next_offset)""")
-            con.execute("COMMIT")
-        except BaseException:
-            con.execute("ROLLBACK")
-            raise
+        con, b = self.con, batch.rows
+        if b.submissions:
+            _load(con, pa.Table.from_pylist(b.submissions, schema=_SUB_SCHEMA),
+                  "INSERT INTO experience_submissions SELECT * FROM _rows QUALIFY row_number() OVER (PARTITION BY event_id) = 1 ON CONFLICT DO NOTHING")
+        if b.redactions:
+            ev, kind, n = zip(*b.redactions, strict=True)
+            _load(con, pa.table([list(ev), list(kind), list(n)], schema=_RED_SCHEMA),
+                  "INSERT INTO experience_redactions SELECT * FROM _rows QUALIFY row_number() OVER (PARTITION BY event_id, kind) = 1 "
+                  "ON CONFLICT DO NOTHING")
+        if b.reviews:
+            _load(con, pa.Table.from_pylist(b.reviews, schema=_REV_SCHEMA),
+                  "INSERT INTO experience_reviews SELECT * FROM _rows QUALIFY row_number() OVER (PARTITION BY event_id) = 1 ON CONFLICT DO NOTHING")
+        if b.telemetry:
+            _load(con, pa.Table.from_pylist(b.telemetry, schema=_TEL_SCHEMA),
+                  "INSERT INTO kb_telemetry SELECT * FROM _rows QUALIFY row_number() OVER (PARTITION BY event_id) = 1 ON CONFLICT DO NOTHING")
+        if b.dead_letters:
+            cols = list(zip(*[(f"{d.source}[{d.partition}]", d.offset, d.event_id, str(d.reason), d.detail, d.original(), d.time_ms)
+                              for d in b.dead_letters], strict=True))
+            _load(con, pa.table([list(c) for c in cols], schema=_DL_SCHEMA),
+                  "INSERT INTO kb_dead_letters SELECT * FROM _rows QUALIFY row_number() OVER (PARTITION BY input, src_offset, event_key) = 1 "
+                  "ON CONFLICT DO NOTHING")
+        if b.touched:
+            con.register("_touched", pa.table({"id": sorted(b.touched)}))
+            con.execute(REFRESH_EXPERIENCES)
+            con.unregister("_touched")
+        if b.hooks:
+            _load(con, pa.table({"event_id": b.hooks}), "INSERT INTO kb_hooks_seen SELECT DISTINCT event_id FROM _rows ON CONFLICT DO NOTHING")
+        self._write_state(b, batch.counters)
 
+    def _write_state(self, b: KbBatch, counters: Mapping[str, int] | None) -> None:
+        """The reminder counters (replaced when given) and the dedup state changes of ``b``."""
+        con = self.con
+        if counters is not None:
+            con.execute("DELETE FROM kb_reminder_counters")
+            if counters:
+                keys = sorted(counters)
+                _load(con, pa.table({"session_key": keys, "n": pa.array([int(counters[k]) for k in keys], pa.int32())}),
+                      "INSERT INTO kb_reminder_counters SELECT * FROM _rows")
+        upserts, deletes = b.state_changes  # a dict and the keys no longer in it: each key once
+        if upserts:
+            _load(con, pa.table({"dedup_key": list(upserts), "value": [json.dumps(v) for v in upserts.values()]}),
+                  "INSERT OR REPLACE INTO kb_dedup_state SELECT * FROM _rows")
+        if deletes:
+            _load(con, pa.table({"dedup_key": list(deletes)}), "DELETE FROM kb_dedup_state WHERE dedup_key IN (SELECT dedup_key FROM _rows)")
+
+
+KbSink = ExperienceProjection
+"""The KnowHub projection's earlier name."""

@@ -1,10 +1,8 @@
-"""The ``memory_tool_calls`` projection: schema and the writer pass the embedded runner calls.
+"""The ``memory_tool_calls`` projection: its schema and its writer.
 
-The table can live in any projection file (the frames file by default). Rows are keyed by the
-hook event's id, so applying an event twice changes nothing (``INSERT … ON CONFLICT DO NOTHING``).
-The embedded runner feeds every hook event to :meth:`MemoryCallPass.observe` and calls
-:meth:`MemoryCallPass.flush` *before* it commits the batch's positions: a crash between the two
-re-reads those events on the next run and the re-insert is a no-op, so nothing is lost or doubled.
+The table lives in the frames file. Rows are keyed by the hook event's id, so applying an event
+twice changes nothing (``INSERT … ON CONFLICT DO NOTHING``); the embedded runner and the frames
+projector write a batch's calls in the transaction that stores its positions.
 """
 
 from __future__ import annotations
@@ -14,8 +12,9 @@ from collections.abc import Iterable, Sequence
 import duckdb
 import pyarrow as pa
 
-from streams.memory_calls import MemoryToolCall, ToolRule, configured_rules, memory_call
-from streams.model.events import HookEvent
+from projections.frames.schema import POSITIONS_DDL
+from projections.projection import Projection
+from streams.memory_calls import MemoryToolCall
 
 MEMORY_DDL = [
     """CREATE TABLE IF NOT EXISTS memory_tool_calls (
@@ -37,12 +36,6 @@ MEMORY_DDL = [
 _COLUMNS = ("event_id", "tool", "system", "op", "agent", "session", "source", "event_time_ms", "results", "error", "arguments")
 _TYPES = (pa.string(), pa.string(), pa.string(), pa.string(), pa.string(), pa.string(), pa.string(), pa.int64(), pa.int32(), pa.string(),
           pa.string())
-
-
-def ensure_memory_schema(con: duckdb.DuckDBPyConnection) -> None:
-    """Create ``memory_tool_calls`` when missing (idempotent)."""
-    for stmt in MEMORY_DDL:
-        con.execute(stmt)
 
 
 def apply_memory_calls(con: duckdb.DuckDBPyConnection, calls: Iterable[MemoryToolCall]) -> int:
@@ -67,44 +60,23 @@ def apply_memory_calls(con: duckdb.DuckDBPyConnection, calls: Iterable[MemoryToo
     return len(rows)
 
 
-class MemoryCallPass:
-    """Collects the memory tool calls of a stream of hook events and writes them in batches.
+class MemoryCallProjection(Projection[Sequence[MemoryToolCall], int]):
+    """The ``memory_tool_calls`` projection (positions in the frames file's ``positions`` table).
 
-    Args:
-        con: the open projection connection (the runner's sink connection); the table is created.
-        rules: the tool-name classification table (default: :func:`configured_rules`).
-
-    Raises:
-        ValueError, OSError: from :func:`configured_rules`.
+    The embedded runner and the frames projector write its rows in the frames projection's
+    transactions (:class:`projections.frames.sink.FramesProjection` holds one on its connection),
+    with the positions of the inputs both were read from; made alone, it applies batches of calls
+    like every :class:`~projections.projection.Projection`.
     """
 
-    def __init__(self, con: duckdb.DuckDBPyConnection, rules: Sequence[ToolRule] | None = None) -> None:
-        self.con = con
-        self.rules = configured_rules() if rules is None else rules
-        self.pending: list[MemoryToolCall] = []
-        self.written = 0
-        ensure_memory_schema(con)
+    name = "memory-calls"
+    ddl = (*MEMORY_DDL, POSITIONS_DDL)
+    positions_table = "positions"
 
-    def observe(self, event: object) -> None:
-        """Note ``event`` when it is a :class:`HookEvent` recording a memory tool call (else nothing)."""
-        if isinstance(event, HookEvent):
-            call = memory_call(event, self.rules)
-            if call is not None:
-                self.pending.append(call)
-
-    def flush(self) -> None:
-        """Write the pending calls in one transaction.
+    def write(self, batch: Sequence[MemoryToolCall]) -> int:
+        """Insert the calls (idempotent on event id) in the caller's transaction; returns the rows offered.
 
         Raises:
-            duckdb.Error: on a database failure (the pending calls are kept for the next flush).
+            duckdb.Error: on a database failure.
         """
-        if not self.pending:
-            return
-        self.con.execute("BEGIN TRANSACTION")
-        try:
-            self.written += apply_memory_calls(self.con, self.pending)
-            self.con.execute("COMMIT")
-        except BaseException:
-            self.con.execute("ROLLBACK")
-            raise
-        self.pending = []
+        return apply_memory_calls(self.con, batch)

@@ -6,6 +6,14 @@ from streams.model.details import DETAIL_FIELDS
 
 SCHEMA_VERSION = 1
 
+POSITIONS_DDL = """CREATE TABLE IF NOT EXISTS positions (
+        input VARCHAR NOT NULL,              -- topic, or file:<path> in the embedded runner
+        src_partition INTEGER NOT NULL,
+        next_offset BIGINT NOT NULL,         -- first offset not yet applied
+        PRIMARY KEY (input, src_partition)
+    )"""
+"""The frames file's positions table (the frames projection's and the memory tool calls')."""
+
 # The long strings (content, ids, hashes) are stored with zstd, not DuckDB's default dictionary +
 # FSST: a checkpoint of a 200,000-capture run's rows took 0.34 s of CPU instead of 0.48 (the
 # writer's closing checkpoint runs on one thread after the last batch), the file was
@@ -75,12 +83,7 @@ DDL = [
         time_ms BIGINT,
         PRIMARY KEY (input, src_partition, src_offset, event_key)
     )""",
-    """CREATE TABLE IF NOT EXISTS positions (
-        input VARCHAR NOT NULL,              -- topic, or file:<path> in the embedded runner
-        src_partition INTEGER NOT NULL,
-        next_offset BIGINT NOT NULL,         -- first offset not yet applied
-        PRIMARY KEY (input, src_partition)
-    )""",
+    POSITIONS_DDL,
     """CREATE TABLE IF NOT EXISTS dedup_state (
         dedup_key VARCHAR NOT NULL,          -- embedded runner only; one row per key (no index: dedup_state.py)
         frames VARCHAR NOT NULL              -- JSON of the key's streams.frames.dedup.DedupCore entry

@@ -1,15 +1,16 @@
-"""The DuckDB sink: one transaction per batch holding the rows and the consumed positions.
+"""The frames projection: frames, captures, skipped events, details and dead letters, one transaction per batch.
 
-Following eventsourcing's "tracking record in the same transaction as the projection": a crash
-(kill -9) at any moment either applies a whole batch with its positions or none of it, and a
-re-delivered event (same event id) changes nothing.
+A :class:`~projections.projection.Projection`: a crash (kill -9) at any moment either applies a
+whole batch with its positions or none of it, and a re-delivered event (same event id) changes
+nothing. The memory tool calls of the same events (:class:`~projections.frames.memory_calls.MemoryCallProjection`)
+are written in the same transactions.
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -18,13 +19,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from projections.duck_file import check_duckdb_file
+from projections.file_copy import HeldFileCopy
 from projections.frames.dedup_state import load_since_sweep, load_state, write_since_sweep, write_state
-from projections.frames.file_copy import HeldFileCopy
 from projections.frames.fingerprints import Fingerprints, Hashes
-from projections.frames.memory_calls import apply_memory_calls, ensure_memory_schema
+from projections.frames.memory_calls import MemoryCallProjection
 from projections.frames.rows import CAPTURE_COLUMNS, capture_columns
 from projections.frames.schema import DDL
+from projections.projection import MetaMismatch, Projection
 from streams.frames.capture import Skipped
 from streams.frames.dedup import FrameEvent
 from streams.memory_calls import MemoryToolCall
@@ -83,20 +84,6 @@ _INSERT_SKIPPED = """INSERT INTO skipped_events SELECT event_id, reason, source,
                      event_time_ms, "partition", "offset" FROM {src}"""
 
 
-# DuckDB's memory limit per writer (its default, 80 % of RAM, let the buffer cache keep every block
-# it scanned). The rows not yet checkpointed live in that memory: at 256 MB with a 256 MB WAL
-# threshold they spilled to temporary files (zstd) at 2M captures, ~1 µs of CPU per capture more
-# than at 200k (at 512 MB no spill, but peak RSS 888 MiB).
-DEFAULT_MEMORY_LIMIT = "320MB"
-# DuckDB checkpoints once its WAL passes this. At its default (16 MB) every batch of the runner
-# (~25 MB of WAL per 50,000 captures) checkpointed, and each checkpoint recompressed the tables'
-# partly filled last row groups again: ~14 µs of CPU per capture once the file held a few row
-# groups. At 128 MB a checkpoint came every ~5 batches, and at 2M captures some cost
-# 2.9 s where others cost 0.8 (10 s in all; 15.6 s at 64 MB, 7.4 s at 256 MB). With the memory
-# limit above, 192 MB (a checkpoint every ~8 batches) left the runner's CPU per capture at 2M
-# where it is at 200k, peak RSS 707 MiB. A restart after a crash replays at most this
-# much WAL.
-CHECKPOINT_THRESHOLD = "192MB"
 RECENT_BATCHES = 4  # a batch's frames already in the table are looked for first among the rows the last 4 batches wrote
 
 CAPTURE_SCHEMA: tuple[tuple[str, pa.DataType], ...] = tuple(zip(CAPTURE_COLUMNS, (
@@ -105,102 +92,85 @@ CAPTURE_SCHEMA: tuple[tuple[str, pa.DataType], ...] = tuple(zip(CAPTURE_COLUMNS,
 ), strict=True))
 
 
-class MetaMismatch(RuntimeError):
-    """The file was built with other dedup settings (key strategy or window)."""
+@dataclass
+class FramesBatch:
+    """One batch of the frames projection.
 
-
-class DuckSink:
-    """Writer of one DuckDB projection file (one writer process per file, docs/design.md#projections).
-
-    Args:
-        path: the DuckDB file; created with the schema when missing.
-        memory_limit: DuckDB's ``memory_limit`` for this connection (e.g. ``"256MB"``), else
-            ``HIVESTREAM_DUCKDB_MEMORY_LIMIT``, else :data:`DEFAULT_MEMORY_LIMIT`. DuckDB's default
-            (80 % of RAM) lets its buffer cache keep every block it ever scanned, so the writer's
-            memory grew with the file; blocks over the limit are dropped from the cache (and read
-            again from the file), intermediate results spill to a temporary directory.
-        threads: DuckDB's ``threads`` for this connection, else DuckDB's default (one per core).
-            ``hivestream run --jobs N`` passes 1: its import processes hold the other cores, and
-            DuckDB's second thread only competed with them (the runner's CPU per capture
-            1.5 µs less, its time ~4 % shorter, in four paired runs of 200k events).
-
-    The connection checkpoints after :data:`CHECKPOINT_THRESHOLD` of WAL (a commit is durable in
-    the WAL either way; a restart after a crash replays at most that much).
-
-    Raises:
-        duckdb.IOException: when another process holds the file, or it is not a DuckDB file
-            (:func:`projections.duck_file.check_duckdb_file`).
-        duckdb.ParserException: for a memory limit DuckDB cannot read, or a negative one (the message names it).
+    Attributes:
+        captures: the capture columns (:data:`projections.frames.rows.CAPTURE_COLUMNS`, as
+            :func:`projections.frames.rows.capture_columns`, :func:`projections.frames.decode.decode_frame_records`
+            or :meth:`hivestream.embedded.blocks.BatchColumns.columns` make them: sequences of Python
+            values or Arrow arrays, ``seq`` in processing order); ``None``: none.
+        dead_letters: rejected records to record (idempotent on input/partition/offset/event id).
+        state_changes: the dedup core's (keys set → frames list, keys deleted), stored with the rows
+            (embedded runner), or ``None``.
+        memory_calls: memory tool calls for ``memory_tool_calls`` (:class:`MemoryCallProjection`, in the same transaction).
+        since_sweep: the dedup core's captures since its last sweep after the batch, stored with the
+            state (:func:`projections.frames.dedup_state.write_since_sweep`); ``None``: not stored.
+        skipped: valid events that are not turns, for ``skipped_events`` (idempotent on event id, as
+            captures are; their details, like the captures', go to ``event_details``).
     """
 
-    def __init__(self, path: str | Path, *, memory_limit: str | None = None, threads: int | None = None) -> None:
-        self.path = str(path)
-        limit = memory_limit or os.environ.get("HIVESTREAM_DUCKDB_MEMORY_LIMIT") or DEFAULT_MEMORY_LIMIT
-        config: dict[str, str | bool | int | float | list[str]] = {"memory_limit": limit, "checkpoint_threshold": CHECKPOINT_THRESHOLD}
-        if threads is not None:
-            config["threads"] = threads
-        if limit.strip().startswith("-"):  # DuckDB reads a negative limit as its default, 80 % of RAM
-            raise duckdb.ParserException(f"memory limit {limit!r} (HIVESTREAM_DUCKDB_MEMORY_LIMIT): must not be negative")
-        check_duckdb_file(self.path)
-        try:
-            self.con = duckdb.connect(self.path, config=config)
-        except duckdb.ParserException as e:  # the memory limit is the one setting here a user writes
-            raise duckdb.ParserException(f"memory limit {limit!r} (HIVESTREAM_DUCKDB_MEMORY_LIMIT): {e}") from e
-        for stmt in DDL:
-            self.con.execute(stmt)
-        ensure_memory_schema(self.con)
-        # fingerprints of frame_captures.event_id ∪ frames.frame_id (read on the first batch), what
-        # the open transaction adds to them, and the frames row counts before the last batches
+    captures: Mapping[str, Sequence[Any]] | None = None
+    dead_letters: Sequence[DeadLetter] = ()
+    state_changes: tuple[Mapping[str, Any], Iterable[str]] | None = None
+    memory_calls: Sequence[MemoryToolCall] = ()
+    since_sweep: int | None = None
+    skipped: Sequence[Skipped] = ()
+
+    @classmethod
+    def of_events(cls, frame_events: Iterable[FrameEvent], dead_letters: Sequence[DeadLetter] = (), **kw: Any) -> FramesBatch:
+        """The batch of ``frame_events`` (created/touched, in processing order; :func:`capture_columns`), the other fields as given."""
+        return cls(capture_columns(frame_events), dead_letters, **kw)
+
+
+FramesApplied = tuple[int, int, int]
+"""(new frames, new duplicate captures, new dead letters) of one batch; re-delivered event ids and
+dead letters already recorded count in none."""
+
+
+class FramesProjection(Projection[FramesBatch, FramesApplied]):
+    """The frames projection (``frames``, ``frame_captures``, ``skipped_events``, ``event_details``,
+    ``dead_letters``, ``dedup_state``; positions in ``positions``, settings in ``meta``) with the
+    memory tool calls of the same events (:class:`MemoryCallProjection`) written in its transactions.
+
+    One writer process per file (docs/design.md); made as :class:`projections.projection.Projection`
+    is (a path opens the file with :class:`~projections.projection_file.ProjectionFile`'s memory
+    limit and checkpoint threshold; ``hivestream run --jobs N`` passes ``threads=1``: its import
+    processes hold the other cores, and DuckDB's second thread only competed with them).
+
+    Raises:
+        duckdb.IOException: when another process holds the file, or it is not a DuckDB file.
+        duckdb.ParserException: for a memory limit DuckDB cannot read, or a negative one.
+    """
+
+    name = "frames"
+    ddl = DDL
+    positions_table = "positions"
+    meta_table = "meta"
+    meta_hint = "use a new --db file (or reprocess)"
+
+    def __init__(self, path: str | Path, con: duckdb.DuckDBPyConnection | None = None, *, memory_limit: str | None = None,
+                 threads: int | None = None) -> None:
+        super().__init__(path, con, memory_limit=memory_limit, threads=threads)
+        self.memory_calls = MemoryCallProjection(self.path, self.con)
+        # fingerprints of frame_captures.event_id ∪ frames.frame_id (read on the first batch) and of
+        # skipped_events.event_id (read on the first batch that has skipped events), and the frames
+        # row counts before the last batches
         self._ids: Fingerprints | None = None
-        self._skipped_ids: Fingerprints | None = None  # of skipped_events.event_id, read on the first batch that has skipped events
-        self._adding: tuple[Hashes, Hashes] | None = None
-        self._adding_skipped: Hashes | None = None
+        self._skipped_ids: Fingerprints | None = None
         self._marks: list[int] = []
-        self.file_copy = HeldFileCopy(self.path)  # the snapshot's byte copies (projections/frames/file_copy.py)
 
-    def close(self) -> None:
-        """Checkpoint and close the file (then the copies' descriptor: closing it earlier would drop DuckDB's lock)."""
-        try:
-            self.con.execute("CHECKPOINT")
-            self.con.close()
-        finally:
-            self.file_copy.close()
-
-    def __enter__(self) -> DuckSink:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    # --- settings guard -------------------------------------------------------------------
-    def check_meta(self, settings: Mapping[str, str]) -> None:
-        """Record ``settings`` on first use; afterwards require the same values.
+    @property
+    def file_copy(self) -> HeldFileCopy:
+        """The byte copier of the file this projection opened (snapshots).
 
         Raises:
-            MetaMismatch: when the file was built with different values (mixing two key
-                strategies or windows in one projection would make it meaningless).
+            AttributeError: on a shared connection (the file's owner has the copier).
         """
-        rows = dict(self.con.execute("SELECT key, value FROM meta").fetchall())
-        for k, v in settings.items():
-            if k in rows and rows[k] != v:
-                raise MetaMismatch(f"{self.path} was built with {k}={rows[k]}, not {v}: use a new --db file (or reprocess)")
-        self.con.executemany("INSERT INTO meta VALUES (?, ?) ON CONFLICT DO NOTHING", list(settings.items()))
-
-    # --- positions --------------------------------------------------------------------------
-    def position(self, input_name: str, partition: int = 0) -> int:
-        """The first offset of ``input_name``/``partition`` not yet applied (0 when none)."""
-        row = self.con.execute(
-            "SELECT next_offset FROM positions WHERE input = ? AND src_partition = ?",
-            [input_name, partition],
-        ).fetchone()
-        return int(row[0]) if row else 0
-
-    def positions(self, input_name: str) -> dict[int, int]:
-        """All stored positions of ``input_name`` as partition → next offset."""
-        rows = self.con.execute(
-            "SELECT src_partition, next_offset FROM positions WHERE input = ?", [input_name]
-        ).fetchall()
-        return {int(p): int(o) for p, o in rows}
+        if self.file is None:
+            raise AttributeError("file_copy: this projection shares a connection; the file's owner copies it")
+        return self.file.file_copy
 
     # --- dedup state (embedded runner) ----------------------------------------------------
     def load_dedup_state(self) -> dict[str, Any]:
@@ -212,104 +182,39 @@ class DuckSink:
         return load_since_sweep(self.con)
 
     # --- the batch ------------------------------------------------------------------------
-    def apply_batch(
-        self,
-        frame_events: Iterable[FrameEvent],
-        dead_letters: Iterable[DeadLetter] = (),
-        positions: Mapping[tuple[str, int], int] | None = None,
-        state_changes: tuple[Mapping[str, Any], Iterable[str]] | None = None,
-        memory_calls: Iterable[MemoryToolCall] = (),
-        since_sweep: int | None = None,
-        skipped: Sequence[Skipped] = (),
-    ) -> tuple[int, int, int]:
-        """Apply one batch of frame events in one transaction (see :meth:`apply_columns`).
-
-        Args:
-            frame_events: created/touched events, in processing order.
-            dead_letters, positions, state_changes, memory_calls, since_sweep, skipped: as in :meth:`apply_columns`.
-        """
-        return self.apply_columns(capture_columns(frame_events), dead_letters, positions, state_changes, memory_calls, since_sweep,
-                                  skipped)
-
-    def apply_columns(
-        self,
-        captures: Mapping[str, Sequence[Any]],
-        dead_letters: Iterable[DeadLetter] = (),
-        positions: Mapping[tuple[str, int], int] | None = None,
-        state_changes: tuple[Mapping[str, Any], Iterable[str]] | None = None,
-        memory_calls: Iterable[MemoryToolCall] = (),
-        since_sweep: int | None = None,
-        skipped: Sequence[Skipped] = (),
-    ) -> tuple[int, int, int]:
-        """Apply one batch in one transaction.
-
-        Args:
-            captures: the batch's capture columns (:data:`projections.frames.rows.CAPTURE_COLUMNS`, as
-                :func:`projections.frames.rows.capture_columns`,
-                :func:`projections.frames.decode.decode_frame_records` or
-                :meth:`hivestream.embedded.blocks.BatchColumns.columns` make them: sequences of Python
-                values or Arrow arrays), ``seq`` in processing order.
-            dead_letters: rejected records to record (idempotent on input/partition/offset).
-            positions: (input, partition) → next offset to store with the rows.
-            state_changes: (dedup keys set → frames list, keys deleted), stored with the rows.
-            memory_calls: memory tool calls for ``memory_tool_calls`` (idempotent on event id).
-            since_sweep: the dedup core's captures since its last sweep after the batch, stored
-                with the state (:func:`projections.frames.dedup_state.write_since_sweep`); ``None``: not stored.
-            skipped: valid events that are not turns, for ``skipped_events`` (idempotent on event id, as
-                captures are; their details, like the captures', go to ``event_details``).
+    def write(self, batch: FramesBatch) -> FramesApplied:
+        """Write one batch's rows inside the caller's transaction (:meth:`apply` commits them with the positions).
 
         Returns:
-            (new frames, new duplicate captures, new dead letters) applied; re-delivered
-            event ids and dead letters already recorded count in none.
+            (new frames, new duplicate captures, new dead letters).
 
         Raises:
-            duckdb.Error: on a database failure; the transaction is rolled back.
-            pyarrow.ArrowInvalid, pyarrow.ArrowTypeError: when a column value does not fit its
-                type (nothing is written).
+            duckdb.Error: on a database failure.
+            pyarrow.ArrowInvalid, pyarrow.ArrowTypeError: when a column value does not fit its type (nothing is written).
         """
-        batch = pa.table({name: _column(captures[name], t) for name, t in CAPTURE_SCHEMA})
-        dl = list(dead_letters)
         con = self.con
-        con.execute("BEGIN TRANSACTION")
-        try:
-            applied = (0, 0)
-            if batch.num_rows:
-                applied = self._apply_captures(batch)
-            if skipped:
-                self._apply_skipped(skipped)
-            new_dl = 0
-            if dl:
-                ((before,),) = con.execute("SELECT count(*) FROM dead_letters").fetchall()
-                con.executemany(
-                    "INSERT INTO dead_letters VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
-                    [[d.source, d.partition, d.offset, d.event_id, str(d.reason), d.detail, d.original(), d.time_ms] for d in dl],
-                )
-                ((after,),) = con.execute("SELECT count(*) FROM dead_letters").fetchall()  # fetchall: a result left open blocks register()
-                new_dl = int(after) - int(before)
-            apply_memory_calls(con, memory_calls)
-            if positions:
-                con.executemany(
-                    """INSERT INTO positions VALUES (?, ?, ?) ON CONFLICT DO UPDATE
-                       SET next_offset = greatest(next_offset, excluded.next_offset)""",
-                    [[i, p, o] for (i, p), o in positions.items()],
-                )
-            if state_changes:
-                write_state(con, *state_changes)
-            if since_sweep is not None:
-                write_since_sweep(con, since_sweep)
-            con.execute("COMMIT")
-            if self._adding is not None and self._ids is not None:
-                self._ids.add(np.union1d(*self._adding))
-            if self._adding_skipped is not None and self._skipped_ids is not None:
-                self._skipped_ids.add(self._adding_skipped)
-            return applied[0], applied[1], new_dl
-        except BaseException:
-            with contextlib.suppress(duckdb.Error):  # none left when a COMMIT failed (a full disk): the first error is the one to tell
-                con.execute("ROLLBACK")
-            raise
-        finally:
-            self._adding = None
-            self._adding_skipped = None
+        applied = (0, 0)
+        if batch.captures is not None:
+            table = pa.table({name: _column(batch.captures[name], t) for name, t in CAPTURE_SCHEMA})
+            if table.num_rows:
+                applied = self._apply_captures(table)
+        if batch.skipped:
+            self._apply_skipped(batch.skipped)
+        new_dl = 0
+        if batch.dead_letters:
+            ((before,),) = con.execute("SELECT count(*) FROM dead_letters").fetchall()
+            con.executemany(
+                "INSERT INTO dead_letters VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                [[d.source, d.partition, d.offset, d.event_id, str(d.reason), d.detail, d.original(), d.time_ms] for d in batch.dead_letters],
+            )
+            ((after,),) = con.execute("SELECT count(*) FROM dead_letters").fetchall()  # fetchall: a result left open blocks register()
+            new_dl = int(after) - int(before)
+        self.memory_calls.write(batch.memory_calls)
+        if batch.state_changes:
+            write_state(con, *batch.state_changes)
+        if batch.since_sweep is not None:
+            write_since_sweep(con, batch.since_sweep)
+        return applied[0], applied[1], new_dl
 
     def _apply_skipped(self, skipped: Sequence[Skipped]) -> None:
         """Insert the skipped events whose event id is new (not in ``skipped_events``, not earlier in
@@ -333,7 +238,7 @@ class DuckSink:
             con.execute(_INSERT_DETAILS.format(src=src))
             if src != "_skipped":
                 con.execute(f"DROP TABLE {src}")
-            self._adding_skipped = hashes
+            self._skipped_ids.add(hashes)  # before the commit: a fingerprint of an id not committed only costs an exact check
         finally:
             con.unregister("_skipped")
 
@@ -414,7 +319,7 @@ class DuckSink:
             if src == "_new":
                 con.execute("DROP TABLE _new")
             self._marks = [*self._marks, int(rows_before)][-RECENT_BATCHES:]
-            self._adding = (hashes, frame_hashes)
+            ids.add(np.union1d(hashes, frame_hashes))  # before the commit, as in _apply_skipped
         except BaseException:
             with contextlib.suppress(duckdb.Error):  # an aborted transaction (out of memory) refuses even this: the first error goes on
                 con.unregister("_batch")
@@ -464,3 +369,9 @@ def _hashes(con: duckdb.DuckDBPyConnection, sql: str) -> Hashes:
     """The ``h`` column (DuckDB ``hash()``, UBIGINT) of ``sql`` as a uint64 array."""
     col = con.execute(sql).fetchnumpy()["h"]
     return np.asarray(col, dtype=np.uint64)
+
+
+DuckSink = FramesProjection
+"""The frames projection's earlier name."""
+
+__all__ = ["CAPTURE_SCHEMA", "SKIPPED_SCHEMA", "DuckSink", "FramesApplied", "FramesBatch", "FramesProjection", "MetaMismatch"]

@@ -23,7 +23,7 @@ from typing import Protocol
 
 import duckdb
 
-from projections.frames.file_copy import HeldFileCopy
+from projections.file_copy import HeldFileCopy
 from projections.reading import heartbeat_path, snapshot_path
 
 SNAPSHOT_GAP_PER_COPY_S = 9.0
@@ -51,16 +51,24 @@ SNAPSHOT_WAL_SLACK_BYTES = 8 << 20
 
 
 class DuckSinkLike(Protocol):
-    """What publication needs of a sink (:class:`projections.frames.sink.DuckSink`): its file and connection."""
+    """What publication needs of the file being written (a :class:`projections.projection_file.ProjectionFile`,
+    or a projection opened on its own file): its path and connection."""
 
-    path: str
-    con: duckdb.DuckDBPyConnection
+    @property
+    def path(self) -> str:
+        """The DuckDB file."""
+
+    @property
+    def con(self) -> duckdb.DuckDBPyConnection:
+        """Its writing connection."""
 
 
 class HoldingSinkLike(DuckSinkLike, Protocol):
-    """What :func:`publish_idle_snapshot` needs besides: the sink's byte copier of its own file."""
+    """What :func:`publish_idle_snapshot` needs besides: the byte copier of the file the writer holds."""
 
-    file_copy: HeldFileCopy
+    @property
+    def file_copy(self) -> HeldFileCopy:
+        """The copier (:class:`projections.file_copy.HeldFileCopy`)."""
 
 
 @dataclass
@@ -239,7 +247,7 @@ def publish_idle_snapshot(sink: HoldingSinkLike, published_at_ms: int) -> Path:
     benchmark). When no transaction is open on the file and no other thread writes to it (the
     projector between two batches), ``CHECKPOINT`` moves every committed row from the WAL into the
     file, which then *is* a consistent database: it is copied as bytes through the sink's own
-    descriptor (:class:`projections.frames.file_copy.HeldFileCopy`, which keeps DuckDB's ``fcntl``
+    descriptor (:class:`projections.file_copy.HeldFileCopy`, which keeps DuckDB's ``fcntl``
     lock), the copy is opened as a database of its own to add ``snapshot_info`` with the positions
     it holds, and renamed over the previous snapshot. A guard: should a WAL remain after
     the checkpoint (DuckDB 2.0 either checkpoints or raises ``TransactionException`` while another

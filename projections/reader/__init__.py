@@ -1,2 +1,1 @@
-"""The Kafka readers the projectors share: the batched consumer and the seek-to-position step.
-"""
+"""The Kafka side of the projectors: the partition reader and the one projector loop every projection runs on."""

@@ -1,15 +1,15 @@
-"""The memory-stub projection: DuckDB sink and the embedded stub runner (log files → matches → DuckDB).
+"""The memory-stub projection: stub state, matches and messages, one transaction per batch.
 
-Like :mod:`projections.frames.sink`, each batch is one transaction holding its rows, the stub state it
-changed (``stubs``, ``stub_vectors``) and the positions it consumed (``stub_positions``), so a
-crash applies a whole batch or nothing, and running a file again applies nothing twice: items
-below the stored position are skipped and the runner's state is restored from the tables.
+A :class:`~projections.projection.Projection`: each batch holds its rows, the stub state it changed
+(``stubs``, ``stub_vectors``) and the positions it consumed (``stub_positions``) in one transaction,
+so a crash applies a whole batch or nothing; a batch is cut from the runner's state
+(:func:`stub_batch`) before the runner goes on, so it can be written while the next one is made.
+The runner's state is restored from the tables (:meth:`StubProjection.load_runner`).
 """
 
 from __future__ import annotations
 
-from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,12 +18,10 @@ import duckdb
 import pyarrow as pa
 
 from projections.duck_file import check_duckdb_file
+from projections.projection import MetaMismatch, Projection
 from projections.stubs.schema import GLOBAL, STUB_DDL
-from streams.model.clock import Clock, wall_clock_ms
+from streams.model.clock import Clock
 from streams.model.deadletter import DeadLetter
-from streams.stubs.errors import code_of
-from streams.stubs.events import StubDeleted, StubRefreshed, StubUpserted
-from streams.stubs.log import LogEntry
 from streams.stubs.records import StubRecord
 from streams.stubs.replay import StubDelta, StubKey, StubRunner, Vector
 from streams.stubs.settings import MatchPolicy, MatchSettings
@@ -32,7 +30,7 @@ _STUB_COLS = ["channel", "stub_id", "title", "stub_text", "archive_path", "archi
               "created_at_ms", "last_matched_at_ms", "last_refreshed_at_ms", "match_count", "deleted"]
 
 
-class StubMetaMismatch(RuntimeError):
+class StubMetaMismatch(MetaMismatch):
     """The projection was built with other match settings (mixing two would make it meaningless)."""
 
 
@@ -44,51 +42,69 @@ def _unscope(channel: str) -> str | None:
     return None if channel == GLOBAL else channel
 
 
-class StubSink:
-    """Writer of the stub tables in one DuckDB file (created with :data:`STUB_DDL` when missing).
+def match_meta(settings: MatchSettings) -> dict[str, str]:
+    """The match settings a stub projection file is bound to (``stub_meta``; :meth:`StubProjection.check_meta`)."""
+    return {"threshold": repr(settings.threshold), "top_n": str(settings.top_n), "token_budget": str(settings.token_budget)}
+
+
+@dataclass(frozen=True)
+class StubBatch:
+    """One batch of the stub projection: rows taken from the runner's state when the batch was cut.
+
+    Attributes:
+        stubs: ``stubs`` rows of the touched stubs (their state at the cut, deleted ones included).
+        vectors: ``stub_vectors`` rows of the touched live stubs; ``gone``: ``[channel, stub_id]``
+            of the touched stubs without a vector (deleted), whose vector rows go.
+        matches, messages: ``stub_matches`` and ``stub_messages`` rows (``None``: none).
+        dead_letters: rejected items for ``stub_dead_letters`` (idempotent on input/offset/event id).
+        applied_event_ids: stub state events applied (the Kafka projector's once-only record).
+    """
+
+    stubs: pa.Table
+    vectors: pa.Table
+    gone: list[list[object]] = field(default_factory=list)
+    matches: pa.Table | None = None
+    messages: pa.Table | None = None
+    dead_letters: list[DeadLetter] = field(default_factory=list)
+    applied_event_ids: list[str] = field(default_factory=list)
+
+    @property
+    def empty(self) -> bool:
+        """Whether the batch writes no row (only its positions move)."""
+        return not (self.stubs.num_rows or self.gone or self.matches is not None or self.messages is not None or self.dead_letters
+                    or self.applied_event_ids)
+
+
+def stub_batch(runner: StubRunner, delta: StubDelta, clock: Clock, applied_event_ids: Iterable[str] = ()) -> StubBatch:
+    """The batch of one drained ``delta``: the touched stubs as ``runner`` holds them now (take it
+    right after the drain, before the runner goes on), the delta's matches, messages and rejections
+    (dead letters stamped with ``clock()``, read only when there are rejections)."""
+    stubs, live, gone = _stub_tables(runner, delta.touched)
+    dls: list[DeadLetter] = []
+    if delta.rejections:
+        now = clock()
+        dls = [DeadLetter.of(r.error, r.raw, r.source, 0, r.offset, now, r.event_id) for r in delta.rejections]
+    return StubBatch(stubs, live, gone, _matches_table(delta) if delta.matches else None,
+                     _messages_table(delta) if delta.messages else None, dls, sorted(set(applied_event_ids)))
+
+
+class StubProjection(Projection[StubBatch, None]):
+    """The memory-stub projection (``stubs``, ``stub_vectors``, ``stub_matches``, ``stub_messages``,
+    ``stub_dead_letters``, ``stub_applied_events``; positions in ``stub_positions``, match settings in
+    ``stub_meta``: :func:`match_meta`), made as :class:`projections.projection.Projection` is.
 
     Raises:
         duckdb.IOException: when another process holds the file.
     """
 
-    def __init__(self, path: str | Path) -> None:
-        self.path = str(path)
-        check_duckdb_file(self.path)
-        self.con = duckdb.connect(self.path)
-        for stmt in STUB_DDL:
-            self.con.execute(stmt)
-
-    def close(self) -> None:
-        """Checkpoint and close the file."""
-        self.con.execute("CHECKPOINT")
-        self.con.close()
-
-    def __enter__(self) -> StubSink:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def check_meta(self, settings: MatchSettings) -> None:
-        """Record ``settings`` on first use; afterwards require the same values.
-
-        Raises:
-            StubMetaMismatch: when the file was built with other settings.
-        """
-        want = {"threshold": repr(settings.threshold), "top_n": str(settings.top_n), "token_budget": str(settings.token_budget)}
-        have = dict(self.con.execute("SELECT key, value FROM stub_meta").fetchall())
-        for k, v in want.items():
-            if k in have and have[k] != v:
-                raise StubMetaMismatch(f"{self.path} was built with {k}={have[k]}, not {v}: use a new --db file")
-        self.con.executemany("INSERT INTO stub_meta VALUES (?, ?) ON CONFLICT DO NOTHING", list(want.items()))
-
-    def position(self, input_name: str, partition: int = 0) -> int:
-        """The first offset of ``input_name`` (a file, or a topic with its ``partition``) not yet applied (0 when none)."""
-        row = self.con.execute("SELECT next_offset FROM stub_positions WHERE input = ? AND src_partition = ?", [input_name, partition]).fetchone()
-        return int(row[0]) if row else 0
+    name = "stubs"
+    ddl = STUB_DDL
+    positions_table = "stub_positions"
+    meta_table = "stub_meta"
+    mismatch = StubMetaMismatch
 
     def applied_event_ids(self) -> set[str]:
-        """Ids of the stub state events the Kafka projector has applied (see :mod:`streams.stubs.output_fold`)."""
+        """Ids of the stub state events the Kafka projector (or a serve log) has applied (see :mod:`streams.stubs.output_fold`)."""
         return {r[0] for r in self.con.execute("SELECT event_id FROM stub_applied_events").fetchall()}
 
     def match_keys(self) -> set[tuple[str, str, str | None, int]]:
@@ -96,10 +112,13 @@ class StubSink:
         rows = self.con.execute("SELECT message_id, channel, stub_channel, stub_id FROM stub_matches").fetchall()
         return {(m, c, _unscope(sc), int(i)) for m, c, sc, i in rows}
 
+    def seen_messages(self) -> set[tuple[str, str]]:
+        """``(channel, message_id)`` of every stored message."""
+        return {(str(c), str(m)) for c, m in self.con.execute("SELECT channel, message_id FROM stub_messages").fetchall()}
+
     def load_runner(self, policy: MatchPolicy) -> StubRunner:
         """A :class:`StubRunner` holding the stored stub state and the processed message keys."""
-        seen = self.con.execute("SELECT channel, message_id FROM stub_messages").fetchall()
-        runner = StubRunner(policy, seen)
+        runner = StubRunner(policy, self.seen_messages())
         rows = self.con.execute(f"SELECT {', '.join(_STUB_COLS)} FROM stubs ORDER BY channel, stub_id").fetchall()
         recs = [(_record(r), bool(r[-1])) for r in rows]
         vecs = {(_unscope(c), int(i)): Vector(m, int(d), b) for c, i, m, d, b in
@@ -107,57 +126,43 @@ class StubSink:
         runner.restore([r for r, gone in recs if not gone], vecs, [r for r, gone in recs if gone])
         return runner
 
-    def apply_batch(self, runner: StubRunner, delta: StubDelta, positions: Mapping[str, int] | Mapping[tuple[str, int], int], clock: Clock,
-                    applied_event_ids: Iterable[str] = ()) -> None:
-        """Write one drained ``delta`` (with ``runner``'s current state of the touched stubs) and ``positions`` in one transaction.
-
-        ``positions`` maps an input (a file: partition 0) or an ``(input, partition)`` pair to its
-        next offset; ``applied_event_ids`` are stub state events applied in this batch (Kafka path).
+    def write(self, batch: StubBatch) -> None:
+        """Write one batch's rows inside the caller's transaction.
 
         Raises:
-            duckdb.Error: on a database failure; the transaction is rolled back.
+            duckdb.Error: on a database failure.
         """
-        stubs, live, gone = _stub_tables(runner, delta.touched)
         con = self.con
-        con.execute("BEGIN TRANSACTION")
-        try:
-            if stubs.num_rows:
-                con.register("_stubs", stubs)
-                con.execute("INSERT OR REPLACE INTO stubs SELECT * FROM _stubs")
-                con.unregister("_stubs")
-            if gone:
-                con.executemany("DELETE FROM stub_vectors WHERE channel = ? AND stub_id = ?", gone)
-            if live.num_rows:
-                con.register("_vec", live)
-                con.execute("INSERT OR REPLACE INTO stub_vectors SELECT * FROM _vec")
-                con.unregister("_vec")
-            if delta.matches:
-                con.register("_m", _matches_table(delta))
-                con.execute("""INSERT INTO stub_matches SELECT * FROM _m
-                               QUALIFY row_number() OVER (PARTITION BY message_id, channel, stub_channel, stub_id) = 1
-                               ON CONFLICT DO NOTHING""")
-                con.unregister("_m")
-            if delta.messages:
-                con.register("_msg", _messages_table(delta))
-                con.execute("""INSERT INTO stub_messages SELECT * FROM _msg
-                               QUALIFY row_number() OVER (PARTITION BY channel, message_id) = 1 ON CONFLICT DO NOTHING""")
-                con.unregister("_msg")
-            if delta.rejections:
-                now = clock()
-                dls = [DeadLetter.of(r.error, r.raw, r.source, 0, r.offset, now, r.event_id) for r in delta.rejections]
-                con.executemany("INSERT INTO stub_dead_letters VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
-                                [[d.source, d.offset, d.event_id, str(d.reason), d.detail, d.original(), d.time_ms] for d in dls])
-            applied = sorted(set(applied_event_ids))
-            if applied:
-                con.executemany("INSERT INTO stub_applied_events VALUES (?) ON CONFLICT DO NOTHING", [[e] for e in applied])
-            if positions:
-                rows = [[*(k if isinstance(k, tuple) else (k, 0)), o] for k, o in positions.items()]
-                con.executemany("""INSERT INTO stub_positions VALUES (?, ?, ?) ON CONFLICT DO UPDATE
-                                   SET next_offset = greatest(next_offset, excluded.next_offset)""", rows)
-            con.execute("COMMIT")
-        except BaseException:
-            con.execute("ROLLBACK")
-            raise
+        if batch.stubs.num_rows:
+            _load(con, "_stubs", batch.stubs, "INSERT OR REPLACE INTO stubs SELECT * FROM _stubs")
+        if batch.gone:
+            con.executemany("DELETE FROM stub_vectors WHERE channel = ? AND stub_id = ?", batch.gone)
+        if batch.vectors.num_rows:
+            _load(con, "_vec", batch.vectors, "INSERT OR REPLACE INTO stub_vectors SELECT * FROM _vec")
+        if batch.matches is not None:
+            _load(con, "_m", batch.matches, """INSERT INTO stub_matches SELECT * FROM _m
+                                               QUALIFY row_number() OVER (PARTITION BY message_id, channel, stub_channel, stub_id) = 1
+                                               ON CONFLICT DO NOTHING""")
+        if batch.messages is not None:
+            _load(con, "_msg", batch.messages, """INSERT INTO stub_messages SELECT * FROM _msg
+                                                  QUALIFY row_number() OVER (PARTITION BY channel, message_id) = 1 ON CONFLICT DO NOTHING""")
+        if batch.dead_letters:
+            con.executemany("INSERT INTO stub_dead_letters VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                            [[d.source, d.offset, d.event_id, str(d.reason), d.detail, d.original(), d.time_ms] for d in batch.dead_letters])
+        if batch.applied_event_ids:
+            con.executemany("INSERT INTO stub_applied_events VALUES (?) ON CONFLICT DO NOTHING", [[e] for e in batch.applied_event_ids])
+
+
+StubSink = StubProjection
+"""The stub projection's earlier name."""
+
+
+def _load(con: duckdb.DuckDBPyConnection, name: str, table: pa.Table, sql: str) -> None:
+    con.register(name, table)
+    try:
+        con.execute(sql)
+    finally:
+        con.unregister(name)
 
 
 def _record(r: tuple[Any, ...]) -> StubRecord:
@@ -220,6 +225,13 @@ def _messages_table(delta: StubDelta) -> pa.Table:
     })
 
 
+def settings_of(meta: dict[str, str]) -> MatchSettings | None:
+    """The match settings of ``stub_meta`` rows (:func:`match_meta`'s), or ``None`` when they are not all there."""
+    if not {"threshold", "top_n", "token_budget"} <= meta.keys():
+        return None
+    return MatchSettings(threshold=float(meta["threshold"]), top_n=int(meta["top_n"]), token_budget=int(meta["token_budget"]))
+
+
 def stored_settings(db: str | Path) -> MatchSettings | None:
     """The match settings a projection file was built with, or ``None`` (no file, no stub tables, or no run yet).
 
@@ -236,106 +248,4 @@ def stored_settings(db: str | Path) -> MatchSettings | None:
         return None
     finally:
         con.close()
-    if not {"threshold", "top_n", "token_budget"} <= rows.keys():
-        return None
-    return MatchSettings(threshold=float(rows["threshold"]), top_n=int(rows["top_n"]), token_budget=int(rows["token_budget"]))
-
-
-@dataclass
-class StubRunReport:
-    """What a stub run read and wrote.
-
-    Attributes:
-        db: the DuckDB file.
-        inputs: input names, in order.
-        items: log items applied (not counting skipped ones); ``skipped``: items below the stored position.
-        stub_events, messages, subagent_messages, matched_messages, matches, tokens: counts
-            over the applied items (``tokens`` in tokens).
-        repeated: messages already processed (same channel and message id).
-        logged: runtime-recorded matches read from the logs (kept for what-if, not applied).
-        dead_letters: rejection code (or reason) → count.
-    """
-
-    db: str
-    inputs: list[str] = field(default_factory=list)
-    items: int = 0
-    skipped: int = 0
-    stub_events: int = 0
-    messages: int = 0
-    subagent_messages: int = 0
-    matched_messages: int = 0
-    matches: int = 0
-    tokens: int = 0
-    repeated: int = 0
-    logged: int = 0
-    dead_letters: Counter[str] = field(default_factory=Counter)
-
-    def add(self, d: StubDelta) -> None:
-        """Count one drained delta."""
-        self.messages += sum(1 for m in d.messages if m.origin == "main")
-        self.subagent_messages += sum(1 for m in d.messages if m.origin != "main")
-        self.matched_messages += sum(1 for m in d.messages if m.matched)
-        self.matches += len(d.matches)
-        self.tokens += sum(m.tokens_injected for m in d.matches)
-        self.repeated += d.repeated
-        self.logged += len(d.logged)
-        for r in d.rejections:
-            self.dead_letters[code_of(r.error) or str(r.error.reason)] += 1
-
-
-def run_stub_logs(
-    logs: Iterable[Iterable[LogEntry]],
-    db: str | Path,
-    policy: MatchPolicy | None = None,
-    *,
-    batch_size: int = 1000,
-    clock: Clock = wall_clock_ms,
-    bind_settings: bool = True,
-) -> StubRunReport:
-    """Run stub logs in order into ``db`` (one transaction per ``batch_size`` items, with positions).
-
-    Each log is an iterable of :class:`LogEntry` (e.g. :func:`streams.stubs.log.read_log`); the
-    position of each entry's ``source`` is stored with the batch that applied it. With
-    ``bind_settings`` the file records ``policy.defaults`` on first use and refuses other
-    settings later (pass False for logs without messages, e.g. a ``stubs.db`` import).
-
-    Raises:
-        StubMetaMismatch: when ``db`` was built with other match settings.
-        duckdb.IOException: when another process holds ``db``.
-        OSError: when a log cannot be read.
-    """
-    policy = policy or MatchPolicy()
-    report = StubRunReport(db=str(db))
-    with StubSink(db) as sink:
-        if bind_settings:
-            sink.check_meta(policy.defaults)
-        runner = sink.load_runner(policy)
-        pending: dict[str, int] = {}
-        n = 0
-        for log in logs:
-            start: dict[str, int] = {}
-            for e in log:
-                if e.source not in start:
-                    start[e.source] = sink.position(e.source)
-                    if e.source not in report.inputs:
-                        report.inputs.append(e.source)
-                if e.offset < start[e.source]:
-                    report.skipped += 1
-                    continue
-                runner.feed(e)
-                report.items += 1
-                report.stub_events += isinstance(e.item, StubUpserted | StubRefreshed | StubDeleted)
-                pending[e.source] = e.offset + 1
-                n += 1
-                if n >= batch_size:
-                    _flush(sink, runner, pending, clock, report)
-                    pending, n = {}, 0
-        _flush(sink, runner, pending, clock, report)
-    return report
-
-
-def _flush(sink: StubSink, runner: StubRunner, pending: dict[str, int], clock: Clock, report: StubRunReport) -> None:
-    delta = runner.drain()
-    report.add(delta)
-    if pending or delta.touched or delta.rejections:
-        sink.apply_batch(runner, delta, pending, clock)
+    return settings_of(rows)

@@ -10,7 +10,9 @@ first one in the file name), the server's clock when it was appended (epoch ms),
 record it stands for: ``kind`` 0 is a ``hook-events`` record (the value is the serialised
 :class:`~streams.model.events.HookEvent` the ingest server would produce, the key its
 :func:`streams.produce.keys.hook_event_key`), 1 a ``dead-letter`` record (the value a
-:class:`~streams.model.deadletter.DeadLetter` as JSON). Since each record carries its offset, a
+:class:`~streams.model.deadletter.DeadLetter` as JSON), 2 a ``stub-events`` record (the value one
+memory-stub event, :mod:`streams.stubs.events`, as JSON; the key its channel, empty for a global
+stub: the key ``stubs produce`` gives it on Kafka). Since each record carries its offset, a
 stretch skipped as torn or corrupt shifts no other record's offset.
 
 The design follows Kafka's own log (segments named by base offset, records with offset and
@@ -40,7 +42,9 @@ HOOK_EVENTS = 0
 """Record kind: a ``hook-events`` record."""
 DEAD_LETTER = 1
 """Record kind: a ``dead-letter`` record."""
-KIND_NAMES = {HOOK_EVENTS: "hook-events", DEAD_LETTER: "dead-letter"}
+STUB_EVENTS = 2
+"""Record kind: a ``stub-events`` record (a memory-stub event as JSON; key: its channel, empty for a global stub)."""
+KIND_NAMES = {HOOK_EVENTS: "hook-events", DEAD_LETTER: "dead-letter", STUB_EVENTS: "stub-events"}
 
 _SEG = re.compile(r"^(\d{20})\.hlog$")
 _HEAD = struct.Struct(">4sII")
