@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from hivestream.embedded.stubs import run_stub_logs
 from hivestream.services.stubs import Prompt, StubService, load_live_stubs, prompt_from_hook, read_archive
-from projections.stubs.sink import run_stub_logs
 from streams.stubs.embedder import available
 from streams.stubs.events import MessageEmbedded, StubMatched, StubUpserted, encode_embedding
 from streams.stubs.inject import CAP_CHARS, fit_settings

@@ -66,6 +66,7 @@ from streams.redaction.redact import RedactionMode
 
 if TYPE_CHECKING:
     from hivestream.mcp.agent_api import AgentApi
+    from hivestream.services.stub_door import StubDoor
 
 log = logging.getLogger("hivestream.ingest")
 LOCAL_GATEWAY = "local"
@@ -186,12 +187,17 @@ def new_request_id() -> str:
 
 class IngestApp:
     """The request handlers around one :class:`~hivestream.ingest.record_sink.RecordSink` (``ingest``: the
-    Kafka sink; ``serve``: the local hook-event log) and, given ``agent_api``, ``/mcp`` over it."""
+    Kafka sink; ``serve``: the local hook-event log) and, given ``agent_api``, ``/mcp`` over it; given
+    ``door``, a Claude Code or Codex prompt is matched against the memory stubs
+    (:class:`~hivestream.services.stub_door.StubDoor`): its ``stub-events`` records are made durable
+    with the hook's, and the answer carries the context (the hook output's ``additionalContext`` for a
+    runtime's own hook, ``"additional_context"`` in the verdict for the command hook)."""
 
     def __init__(self, cfg: IngestConfig, sink: RecordSink, metrics: IngestMetrics, now_ms: Callable[[], int] = wall_clock_ms,
-                 agent_api: AgentApi | None = None) -> None:
+                 agent_api: AgentApi | None = None, door: StubDoor | None = None) -> None:
         self.cfg = cfg
         self.agent_api = agent_api
+        self.door = door
         self.sink = sink
         self.metrics = metrics
         self.now_ms = now_ms
@@ -363,6 +369,12 @@ class IngestApp:
         records: list[Record] = [(topic, a.key, a.value) for a in accepted]
         if rejected:
             records += [self._dl_record(r.dead_letter) for r in rejected]
+        context = None
+        if self.door is not None and topic == self._hook_events and accepted and not rejected:
+            door = await self.door.answer_hook(route, [it.value for it in items], received)
+            if door is not None:
+                records += door.records
+                context = door.context
         where, failed = await self._durable(records)
         if failed is not None:
             return failed
@@ -376,16 +388,21 @@ class IngestApp:
             results.sort(key=lambda x: int(x["index"]))
         status = 422 if rejected and not accepted else 200
         if status == 200 and RUNTIME_HOOK_HEADER in request.headers:  # the runtime's hook: its hook output, not the verdict
-            return self._answer(status, hook_output(_event_name(items)))
+            return self._answer(status, hook_output(_event_name(items), context))
         refused = {r.index for r in rejected}
         truncated = any(len(it.original) > MAX_ORIGINAL_BYTES for it in items if it.index in refused)
-        return self._answer(status, {"accepted": len(accepted), "rejected": len(rejected), "dead_lettered": len(rejected),
-                                     "truncated": truncated, "durable": where,
-                                     "gateway": grant.gateway_id, "received_at_ms": received, "results": results})
+        verdict = {"accepted": len(accepted), "rejected": len(rejected), "dead_lettered": len(rejected), "truncated": truncated, "durable": where,
+                   "gateway": grant.gateway_id, "received_at_ms": received, "results": results}
+        if context is not None:
+            verdict["additional_context"] = context
+        return self._answer(status, verdict)
 
     async def healthz(self, _request: web.Request) -> web.Response:
-        """``GET /healthz``: 200 while the server can promise durability; 503 when the sink would refuse a POST."""
+        """``GET /healthz``: 200 while the server can promise durability; 503 when the sink would refuse a POST.
+        With a stub door, ``"stubs"`` holds its counts (prompts, injected, failed open, archives skipped, stubs of another model)."""
         ready, body = self.sink.health()
+        if self.door is not None:
+            body = {**body, "stubs": self.door.service.stats.as_dict()}
         return web.Response(body=orjson.dumps(body), status=200 if ready else 503, content_type="application/json")
 
     async def metrics_text(self, request: web.Request) -> web.Response:
@@ -431,7 +448,7 @@ def make_sink(cfg: IngestConfig, metrics: IngestMetrics) -> DurableSink:
 
 async def serve(cfg: IngestConfig, stop: asyncio.Event, on_ready: Callable[[int], None] | None = None,
                 sink: RecordSink | None = None, name: str = "ingest", agent_api: AgentApi | None = None,
-                app: type[IngestApp] = IngestApp) -> None:
+                app: type[IngestApp] = IngestApp, door: StubDoor | None = None) -> None:
     """Run the server until ``stop`` is set; then stop accepting and close the sink (flush and seal the spool).
 
     Args:
@@ -443,6 +460,7 @@ async def serve(cfg: IngestConfig, stop: asyncio.Event, on_ready: Callable[[int]
         name: the command's name in log lines.
         agent_api: the agent API ``/mcp`` serves (``None``: no ``/mcp``).
         app: the request handlers' class (``serve`` passes :class:`IngestApp` with its own routes added).
+        door: the memory stubs' front door (``None``: prompts are not matched).
 
     Raises:
         ConfigError: a non-loopback bind without tokens.
@@ -455,7 +473,7 @@ async def serve(cfg: IngestConfig, stop: asyncio.Event, on_ready: Callable[[int]
     note = sink.startup_note()
     if note:
         log.info("%s", note)
-    handlers = app(cfg, sink, metrics, agent_api=agent_api)
+    handlers = app(cfg, sink, metrics, agent_api=agent_api, door=door)
     runner = web.AppRunner(handlers.build(), access_log=log if cfg.access_log else None)
     await runner.setup()
     site = web.TCPSite(runner, cfg.host, cfg.port, backlog=1024, reuse_port=cfg.reuse_port or None)

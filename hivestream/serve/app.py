@@ -42,6 +42,8 @@ from hivestream.serve.read_gate import ReadGate
 from hivestream.serve.read_marker import IngestNote, ReadMarker, new_token, remove_marker, write_marker
 from hivestream.serve.start_undo import StartUndo, probe_listen
 from hivestream.serve.stub_route import ServeApp
+from hivestream.serve.stubs_live import StubsLive, start_nightly, start_service
+from hivestream.services.stub_door import StubDoor
 from streams.experiences.extract import Completer
 from streams.experiences.settings import KbSettings
 from streams.ingest.hook_log import DEAD_LETTER, log_origin
@@ -89,6 +91,8 @@ class ServeConfig:
         kb_settings: KnowHub settings.
         stub_policy: the memory stubs' match settings (None: those the file holds, else the defaults;
             :func:`hivestream.embedded.stubs.log_policy`).
+        stubs_live: prompts matched against the memory stubs at the hook routes, the nightly refresh
+            (:mod:`hivestream.serve.stubs_live`); ``None``: off.
     """
 
     http: IngestConfig
@@ -101,6 +105,7 @@ class ServeConfig:
     settings: Settings = field(default_factory=Settings)
     kb_settings: KbSettings = field(default_factory=KbSettings)
     stub_policy: MatchPolicy | None = None
+    stubs_live: StubsLive | None = None
 
 
 def connect_host(bind: str) -> str:
@@ -165,13 +170,17 @@ async def _serve(cfg: ServeConfig, stop: asyncio.Event, on_ready: Callable[[int]
                  undo: StartUndo, agent_api: AgentApi | None = None) -> None:
     hook_log = HookLog(cfg.log_dir, max_bytes=cfg.log_max_bytes, segment_bytes=cfg.segment_bytes)
     undo.log_held = True
+    stubs, nightly = None, None
+    if cfg.stubs_live is not None:
+        stubs, note = await asyncio.to_thread(start_service, cfg.stubs_live)  # loading the local model takes a second
+        log.info("%s", note)
     try:
         dead_letter_torn(hook_log, clock)
         progress = Progress()
 
         def open_run() -> LogRun:  # DuckDB on one thread: a read's query takes one core at most (its own, at a lower priority)
             run = open_log_run(cfg.db, cfg.settings, cfg.kb_settings, completer=completer, duckdb_threads=SERVE_DUCKDB_THREADS,
-                               stub_policy=cfg.stub_policy)
+                               stub_policy=cfg.stub_policy, stub_listener=stubs)
             undo.db_held = True
             return run
 
@@ -193,10 +202,18 @@ async def _serve(cfg: ServeConfig, stop: asyncio.Event, on_ready: Callable[[int]
                 write_marker(cfg.db, ReadMarker(os.getpid(), read_port, token, IngestNote(connect_host(http.host), port, http.review_token)))
                 on_ready(port)
 
-            sink = LogSink(hook_log, Topics(http.namespace), progress, db=cfg.db.name, retry_after_s=http.retry_after_s,
+            topics = Topics(http.namespace)
+            sink = LogSink(hook_log, topics, progress, db=cfg.db.name, retry_after_s=http.retry_after_s,
                            headroom_bytes=2 * http.max_body_bytes, clock=clock)
-            await server.serve(http, stop, ready, sink=sink, name="serve", agent_api=agent_api, app=ServeApp)
+            door = None if stubs is None else StubDoor(stubs, topics.stub_events)
+            if stubs is not None and cfg.stubs_live is not None and cfg.stubs_live.refresh_at:
+                nightly = start_nightly(stubs, cfg.stubs_live.refresh_at, sink, topics.stub_events, asyncio.get_running_loop())
+            await server.serve(http, stop, ready, sink=sink, name="serve", agent_api=agent_api, app=ServeApp, door=door)
         finally:
+            if nightly is not None:
+                await asyncio.to_thread(nightly.stop)
+            if stubs is not None:
+                stubs.close()
             remove_marker(cfg.db, token)
             if read_runner is not None:
                 await read_runner.cleanup()

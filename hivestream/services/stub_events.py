@@ -1,11 +1,15 @@
 """Where a stub event made on the command line goes, and the stubs a command reads (``stubs archive|refresh``).
 
-An event is appended to the projection file's own stub event log ``<db>.stub-events.jsonl`` (one JSON
-line, fsynced; a torn last line left by a crash stays a line of its own and is dead-lettered) and
-then applied to ``<db>`` by the stub runner from that log, exactly as ``hivestream stubs run
-<db>.stub-events.jsonl --db <db>`` applies it (positions kept, so nothing applies twice). When the
-file cannot be opened (another process holds it) the event stays durable in the log and the answer
-says how to apply it.
+When a ``hivestream serve`` holds ``<db>`` (its note ``<db>.serve``, as ``stubs import`` finds it),
+the events go through it: posted to its stub route with its review token
+(:func:`hivestream.serve.event_client.send_lines`), onto its log, folded by its stub projection and
+taken by its live matcher. Otherwise they are appended to the projection file's own stub event log
+``<db>.stub-events.jsonl`` (one JSON line, fsynced; a torn last line left by a crash stays a line of
+its own and is dead-lettered) and applied to ``<db>`` by the stub runner from that log, exactly as
+``hivestream stubs run <db>.stub-events.jsonl --db <db>`` applies it (positions kept, so nothing
+applies twice); when another process holds the file the events stay durable in the log and the
+answer says how to apply them. The stubs are read from the file, or from serve's published
+snapshot while serve holds it.
 """
 
 from __future__ import annotations
@@ -17,7 +21,6 @@ from pathlib import Path
 
 import duckdb
 
-from projections.duck_file import check_duckdb_file
 from projections.stubs.schema import GLOBAL
 from streams.stubs.events import RefreshSource
 from streams.stubs.log import StubEventT, read_log
@@ -59,9 +62,12 @@ def stub_rows(db: Path, *, with_vectors: bool = False) -> list[StubRow]:
     """
     if not db.exists():
         return []
+    from projections.reading import open_for_reading
+
     try:
-        check_duckdb_file(db)
-        con = duckdb.connect(str(db), read_only=True)
+        con, _fresh = open_for_reading(db)
+    except FileNotFoundError as e:
+        raise StubEventsError(f"cannot read the stubs of {db}: {e}") from None
     except duckdb.Error as e:
         raise StubEventsError(f"cannot open {db}: {str(e).splitlines()[0]}") from None
     try:
@@ -92,12 +98,24 @@ def _append(log: Path, lines: Sequence[bytes]) -> None:
 
 
 def emit_stub_events(db: Path, events: Sequence[StubEventT]) -> str:
-    """Append ``events`` to ``db``'s stub event log and apply the log to ``db``; returns where they went (one phrase).
+    """Send ``events`` through the serve holding ``db``, or append them to ``db``'s stub event log and apply the log; returns where they went (one phrase).
 
     Raises:
-        StubEventsError: the log cannot be written (nothing was recorded).
+        StubEventsError: serve refused them or could not be reached, or the log cannot be written (nothing was recorded).
     """
-    from projections.stubs.sink import run_stub_logs
+    from hivestream.serve.event_client import STUB_EVENTS_PATH, NotSent, running_serve, send_lines
+
+    note = running_serve(db)
+    if note is not None:
+        try:
+            sent = send_lines(db, note, [ev.model_dump_json().encode() for ev in events], STUB_EVENTS_PATH, review=True)
+        except NotSent as e:
+            raise StubEventsError(str(e)) from None
+        if sent.rejected:
+            raise StubEventsError(f"the hivestream serve (pid {sent.pid}) holding {db} dead-lettered {sent.rejected} of the events "
+                                  "(see its dead_letters table)")
+        return f"hivestream serve (pid {sent.pid}) holding {db}, " + ("applied" if sent.applied else "durable in its log, applied in order")
+    from hivestream.embedded.stubs import run_stub_logs
 
     log = event_log(db)
     try:

@@ -30,7 +30,7 @@ import logging
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -42,10 +42,11 @@ from streams.model.deadletter import RejectedInput
 from streams.model.events import stable_id
 from streams.model.workspace import workspace_name
 from streams.stubs.embedder_choice import Embedder
-from streams.stubs.events import MessageEmbedded, StubDeleted, StubMatched, StubRefreshed, StubUpserted, encode_embedding
+from streams.stubs.events import MAX_MS, MessageEmbedded, StubDeleted, StubMatched, StubRefreshed, StubUpserted, encode_embedding
 from streams.stubs.inject import ArchiveText, Runtime, build_block, fit_settings
 from streams.stubs.live import LiveStubs
 from streams.stubs.matcher import Match, to_matched_events
+from streams.stubs.records import StubRecord
 from streams.stubs.settings import MatchPolicy
 
 log = logging.getLogger("hivestream.services.stubs")
@@ -150,8 +151,9 @@ def prompt_from_hook(payload: Mapping[str, Any], runtime: Runtime, now_ms: int) 
     """The :class:`Prompt` of a Claude Code or Codex ``UserPromptSubmit`` payload; ``None`` for any other payload.
 
     The channel is the project (:func:`streams.model.workspace.workspace_name` of ``cwd``, or
-    :data:`NO_PROJECT`); the message id the payload's ``prompt_id``, else one derived from the
-    session, the prompt and the time; a payload with ``agent_id`` (a subagent's hook) is a subagent prompt.
+    :data:`NO_PROJECT`); the time the payload's ``event_time_ms`` (the command hook's stamp), else
+    ``now_ms``; the message id the payload's ``prompt_id``, else one derived from the session, the
+    prompt and the time; a payload with ``agent_id`` (a subagent's hook) is a subagent prompt.
     """
     if payload.get("hook_event_name") != "UserPromptSubmit" or not isinstance(payload.get("prompt"), str):
         return None
@@ -159,6 +161,9 @@ def prompt_from_hook(payload: Mapping[str, Any], runtime: Runtime, now_ms: int) 
     channel = workspace_name(cwd if isinstance(cwd, str) else None, tp if isinstance(tp, str) else None) or NO_PROJECT
     pid = payload.get("prompt_id")
     text = payload["prompt"]
+    stamped = payload.get("event_time_ms")  # the command hook's stamp: a retried post is the same message
+    if isinstance(stamped, int) and not isinstance(stamped, bool) and 0 <= stamped <= MAX_MS:
+        now_ms = stamped
     message_id = pid if isinstance(pid, str) and pid else stable_id("prompt", payload.get("session_id"), text, now_ms)
     agent = payload.get("agent_id")
     return Prompt(text, channel, runtime, message_id[:200], now_ms, subagent=isinstance(agent, str) and bool(agent))
@@ -240,6 +245,24 @@ class StubService:
             for s in out.skipped:
                 self.stats.archives_skipped[s.reason.split(" (", 1)[0]] += 1
         return Injection(out.context, out.events, out.skipped, out.other_model, out.why_none, (time.perf_counter() - t0) * 1000)
+
+    def reset_stubs(self, stubs: Sequence[StubUpserted], policy: MatchPolicy) -> None:
+        """Replace every stub and the match settings (the stub projection's, when serve's loop opens the file)."""
+        live = LiveStubs(policy)
+        for ev in stubs:
+            live.apply(ev)
+        with self._lock:
+            self.stubs = live
+
+    def stub_event(self, ev: StubUpserted | StubRefreshed | StubDeleted) -> None:
+        """Apply one stub state event (a refused one is counted in ``stubs.rejected``, never raised)."""
+        with self._lock:
+            self.stubs.apply(ev)
+
+    def rows(self) -> list[tuple[StubRecord, str]]:
+        """Every live stub's record and embedding (for the nightly refresh)."""
+        with self._lock:
+            return self.stubs.stubs()
 
     def _inject(self, prompt: Prompt) -> Injection:
         if prompt.subagent:

@@ -1,0 +1,77 @@
+"""Memory stubs live in ``hivestream serve``: the live matcher, its start, and the nightly refresh.
+
+Serve's stub projection tells the matcher (:class:`~hivestream.services.stubs.StubService`, a
+:class:`~hivestream.embedded.stubs.StubListener`) the live stubs when its loop opens the file and
+every stub state event it applies after, so prompts are matched against exactly the stubs the
+tables hold, with the file's match settings. The embedder is loaded once at start
+(:func:`~streams.stubs.embedder_choice.make_embedder`); when none can be made, serve runs without
+live stubs and says why in one line. The nightly refresh (:class:`~hivestream.services.stub_nightly.Nightly`,
+03:20 UTC by default) refreshes every live stub from its source and puts the ``stub-refreshed``
+events on serve's log, as any other stub event.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass, field
+
+from hivestream.ingest.record_sink import Record, RecordSink
+from hivestream.services.stub_events import StubRow
+from hivestream.services.stub_lifecycle import refresh_events
+from hivestream.services.stub_nightly import DEFAULT_AT, Nightly
+from hivestream.services.stubs import DEFAULT_BUDGET_S, StubService
+from streams.stubs.embedder_choice import EmbedderSettings, EmbedderUnavailable, make_embedder
+from streams.stubs.live import LiveStubs
+
+log = logging.getLogger("hivestream.serve")
+
+
+@dataclass(frozen=True)
+class StubsLive:
+    """Serve's live stub settings.
+
+    Attributes:
+        budget_s: seconds a prompt waits for its context (> 0).
+        refresh_at: the nightly refresh's time of day (``HH:MM`` UTC), ``None``: no nightly refresh.
+        embedder: the embedder setting (default: from ``HIVESTREAM_EMBED_*``).
+    """
+
+    budget_s: float = DEFAULT_BUDGET_S
+    refresh_at: str | None = DEFAULT_AT
+    embedder: EmbedderSettings | None = field(default=None)
+
+
+def start_service(cfg: StubsLive) -> tuple[StubService | None, str]:
+    """The live matcher with its embedder loaded, and the line serve says about it (``None`` and why when no embedder can be made)."""
+    settings = cfg.embedder or EmbedderSettings()
+    try:
+        embedder = make_embedder(settings)
+    except EmbedderUnavailable as e:
+        return None, f"memory stubs live: off ({e})"
+    refresh = f"nightly refresh at {cfg.refresh_at} UTC" if cfg.refresh_at else "no nightly refresh"
+    return StubService(LiveStubs(), embedder, budget_s=cfg.budget_s), (f"memory stubs live: prompts matched with {settings.describe()} "
+                                                                       f"within {cfg.budget_s:g} s; {refresh}")
+
+
+def start_nightly(service: StubService, at: str, sink: RecordSink, topic: str, loop: asyncio.AbstractEventLoop) -> Nightly:
+    """Start the nightly refresh of ``service``'s stubs at ``at`` (``HH:MM`` UTC): its events go to ``sink`` as ``topic`` records through ``loop``.
+
+    Raises:
+        ValueError: a bad ``at``.
+    """
+
+    def job() -> str:
+        rows = [StubRow(r.channel, r.stub_id, r.title, r.stub_text, r.archive_path, r.model, r.dim, r.refresh_source, r.refresh_spec,
+                        r.created_at_ms, r.last_refreshed_at_ms, False, b64) for r, b64 in service.rows()]
+        outcomes, events = refresh_events(rows, service.embedder)
+        if events:
+            records: list[Record] = [(topic, (ev.channel or "").encode(), ev.model_dump_json().encode()) for ev in events]
+            asyncio.run_coroutine_threadsafe(sink.write(records), loop).result(timeout=120)
+        counts = {s: sum(o.status == s for o in outcomes) for s in ("refreshed", "unchanged", "skipped", "failed")}
+        failed = "; ".join(f"{o.stub}: {o.detail}" for o in outcomes if o.status == "failed")
+        return ", ".join(f"{n} {s}" for s, n in counts.items()) + (f" ({failed})" if failed else "")
+
+    nightly = Nightly(job, at)
+    nightly.start()
+    return nightly

@@ -1,0 +1,100 @@
+"""Memory stubs live through ``hivestream serve`` and a real Claude Code turn (the CLI from npm against the
+suite's local model stub): a section archived with ``stubs archive`` (through serve) reaches the model when
+a prompt matches its stub, and only then, with the http hooks and with the command hooks; with serve
+stopped the turn goes on and the prompt is spooled; the stub tables serve folded equal ``hivestream run``
+over serve's log. Prompts are embedded by a local OpenAI-compatible fake (bag of words: deterministic)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import urllib.request
+from pathlib import Path
+
+import duckdb
+
+from tests.anthropic_stub import REPLY, AnthropicStub
+from tests.embeddings_fake import EmbeddingsFake
+from tests.serve_harness import REPO_ROOT, ServeProc, hivestream
+from tests.test_ingest_clients import claude_bin
+from tests.test_serve_clients import _claude_env, _install
+
+ARCHIVED = "Board id 5f2a; weekday lists Mon..Fri."
+MEMORY = f"# Memory\n\n## Trello API\n{ARCHIVED}\n\n## Tone\nShort answers.\n"
+STUB_TABLES = {"stubs": "channel, stub_id", "stub_messages": "channel, message_id", "stub_matches": "message_id, stub_channel, stub_id"}
+
+
+def _turn(cc: Path, env: dict[str, str], project: Path, stub: AnthropicStub, prompt: str) -> str:
+    """One ``claude -p`` turn; what the model was sent in it (JSON of its requests)."""
+    n = len(stub.requests)
+    r = subprocess.run([str(cc), "-p", prompt, "--output-format", "json"], env=env, cwd=project, capture_output=True, text=True, timeout=180)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert json.loads(r.stdout)["result"] == REPLY
+    return json.dumps(stub.requests[n:])
+
+
+def _rows(db: Path) -> dict[str, list[tuple[object, ...]]]:
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        return {t: con.execute(f"SELECT * FROM {t} ORDER BY {k}").fetchall() for t, k in STUB_TABLES.items()}
+    finally:
+        con.close()
+
+
+def test_a_prompt_that_matches_an_archived_section_reaches_the_model_with_it(tmp_path: Path) -> None:
+    cc = claude_bin()
+    home, project, db = tmp_path / "home", tmp_path / "shop", tmp_path / "memory.duckdb"
+    home.mkdir()
+    project.mkdir()
+    with EmbeddingsFake(dim=64) as fake:
+        embed_env = {"HIVESTREAM_EMBED_URL": fake.base_url, "HIVESTREAM_EMBED_MODEL": "fake-bow"}
+        proc = ServeProc(db, "--snapshot-every", "0.5", "--no-report", env=embed_env)
+        stub = AnthropicStub()
+        try:
+            memory = tmp_path / "memory.md"
+            memory.write_text(MEMORY, encoding="utf-8")
+            a = subprocess.run([sys.executable, "-m", "hivestream", "stubs", "archive", "--db", str(db), "--memory-file", str(memory),
+                                "--section", "## Trello API", "--archive-dir", str(tmp_path / "archived"),
+                                "--stub-text", "trello board ids weekday lists", "--channel", "shop"],
+                               env={**os.environ, **embed_env}, capture_output=True, text=True, timeout=60, cwd=REPO_ROOT)
+            assert a.returncode == 0 and "through" not in a.stderr and "hivestream serve (pid" in a.stdout, a.stdout + a.stderr
+            assert ARCHIVED not in memory.read_text(encoding="utf-8")
+            env = _claude_env(home, stub, tmp_path)
+
+            _install("claude-code", home, proc.url)  # http hooks
+            sent = _turn(cc, env, project, stub, "which trello board ids and weekday lists do we use")
+            assert ARCHIVED in sent and "hivestream-stubs" in sent and 'stub=\\"shop#1\\"' in sent
+            sent = _turn(cc, env, project, stub, "what is 2+2")
+            assert "hivestream-stubs" not in sent and ARCHIVED not in sent
+
+            _install("claude-code", home, proc.url, "--command")  # command hooks: the prompt's waits and prints the context
+            sent = _turn(cc, env, project, stub, "trello weekday lists board ids please")
+            assert ARCHIVED in sent and "hivestream-stubs" in sent
+            with urllib.request.urlopen(f"{proc.url}/healthz", timeout=10) as h:
+                stats = json.loads(h.read())["stubs"]
+            assert (stats["prompts"], stats["injected"], stats["failed_open"], stats["other_model_stubs"]) == (3, 2, {}, 0)
+        finally:
+            assert proc.stop() == 0
+
+        try:  # serve stopped: the turn goes on without context and the prompt waits in the spool
+            sent = _turn(cc, env, project, stub, "trello board ids weekday lists again")
+            assert "hivestream-stubs" not in sent
+            spooled = [p.read_bytes() for p in (tmp_path / "hook-spool").glob("**/*.hook")]
+            assert any(b'"prompt":"trello board ids weekday lists again"' in s for s in spooled), spooled
+        finally:
+            stub.close()
+
+    served = _rows(db)
+    assert [(r[0], r[1], r[2]) for r in served["stubs"]] == [("shop", 1, "Trello API")]
+    assert len(served["stub_messages"]) == 3 and len(served["stub_matches"]) == 2
+    assert served["stubs"][0][STUB_COLS.index("match_count")] == 2
+    rebuilt = tmp_path / "rebuilt.duckdb"
+    r = hivestream("run", str(Path(f"{db}.hook-events")), "--db", str(rebuilt))
+    assert r.returncode == 0, r.stderr
+    assert _rows(rebuilt) == served
+
+
+STUB_COLS = ["channel", "stub_id", "title", "stub_text", "archive_path", "archive_tokens", "model", "dim", "refresh_source", "refresh_spec",
+             "created_at_ms", "last_matched_at_ms", "last_refreshed_at_ms", "match_count", "deleted"]
