@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -33,6 +34,15 @@ def _turn(cc: Path, env: dict[str, str], project: Path, stub: AnthropicStub, pro
     assert r.returncode == 0, r.stderr[-2000:]
     assert json.loads(r.stdout)["result"] == REPLY
     return json.dumps(stub.requests[n:])
+
+
+def _match(url: str, body: object) -> tuple[int, dict[str, object]]:
+    req = urllib.request.Request(f"{url}/api/stubs/match", data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=10) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
 
 
 def _rows(db: Path) -> dict[str, list[tuple[object, ...]]]:
@@ -75,6 +85,12 @@ def test_a_prompt_that_matches_an_archived_section_reaches_the_model_with_it(tmp
             with urllib.request.urlopen(f"{proc.url}/healthz", timeout=10) as h:
                 stats = json.loads(h.read())["stubs"]
             assert (stats["prompts"], stats["injected"], stats["failed_open"], stats["other_model_stubs"]) == (3, 2, {}, 0)
+
+            # the OpenClaw plugin's before_prompt_build: the channel as the plugin names it
+            assert _match(proc.url, {"prompt": "trello board ids and weekday lists", "channel": "shop"})[1]["prependContext"].count(ARCHIVED) == 1
+            status, answer = _match(proc.url, {"prompt": "trello board ids and weekday lists", "channel": "shop", "subagent": True})
+            assert status == 200 and answer == {"prependContext": "", "why_none": "subagent prompt"}
+            assert _match(proc.url, {"prompt": 3})[0] == 400
         finally:
             assert proc.stop() == 0
 
@@ -88,8 +104,8 @@ def test_a_prompt_that_matches_an_archived_section_reaches_the_model_with_it(tmp
 
     served = _rows(db)
     assert [(r[0], r[1], r[2]) for r in served["stubs"]] == [("shop", 1, "Trello API")]
-    assert len(served["stub_messages"]) == 3 and len(served["stub_matches"]) == 2
-    assert served["stubs"][0][STUB_COLS.index("match_count")] == 2
+    assert len(served["stub_messages"]) == 4 and len(served["stub_matches"]) == 3
+    assert served["stubs"][0][STUB_COLS.index("match_count")] == 3
     rebuilt = tmp_path / "rebuilt.duckdb"
     r = hivestream("run", str(Path(f"{db}.hook-events")), "--db", str(rebuilt))
     assert r.returncode == 0, r.stderr

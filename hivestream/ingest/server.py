@@ -397,6 +397,41 @@ class IngestApp:
             verdict["additional_context"] = context
         return self._answer(status, verdict)
 
+    async def stub_match(self, request: web.Request) -> web.Response:
+        """``POST /api/stubs/match`` (agent scope; open on a loopback server without tokens): a prompt's memory-stub
+        context for the OpenClaw plugin's ``before_prompt_build``, ``{"prependContext": TEXT}`` (``""`` when none,
+        and ``"why_none"``); the match's stub events are made durable first. ``409 stubs_live_off`` without a stub
+        door; ``400`` for a bad body; ``503`` when the events cannot be made durable."""
+        grant = self._grant(request)
+        if grant is None:
+            return self._reject(401, "unauthorized", "missing or unknown bearer token", {"WWW-Authenticate": 'Bearer realm="hivestream"'})
+        if Scope.AGENT not in grant.scopes and not self._no_tokens:
+            return self._reject(403, "forbidden", f"stub matching needs a token with the agent scope (gateway {grant.gateway_id!r} has not)")
+        if self.door is None:
+            return self._reject(409, "stubs_live_off", "this server matches no memory stubs (serve without --no-stubs-live, with an embedder)")
+        try:
+            async with asyncio.timeout(self.cfg.read_timeout_s):
+                body = await _read_body(request, min(self.cfg.max_body_bytes, 256 << 10))
+            doc = orjson.loads(body)
+        except _TooLarge:
+            return await self._unread(request, self._reject(413, "body_too_large", "a match request is at most 256 KiB"))
+        except TimeoutError:
+            return await self._unread(request, self._reject(408, "client_timeout", f"body not received within {self.cfg.read_timeout_s:g} s"))
+        except (orjson.JSONDecodeError, web.HTTPException, zlib.error, BadEncoding) as e:
+            return self._reject(400, "bad_request", f"the body is no JSON: {type(e).__name__}")
+        prompt = self.door.prompt_of_match(doc, self.now_ms())
+        if isinstance(prompt, str):
+            return self._reject(400, "bad_request", prompt)
+        got = await self.door.answer(prompt)
+        if got.records:
+            _where, failed = await self._durable(got.records)
+            if failed is not None:
+                return failed
+        out: dict[str, Any] = {"prependContext": got.context or ""}
+        if got.context is None:
+            out["why_none"] = got.injection.why_none
+        return self._answer(200, out)
+
     async def healthz(self, _request: web.Request) -> web.Response:
         """``GET /healthz``: 200 while the server can promise durability; 503 when the sink would refuse a POST.
         With a stub door, ``"stubs"`` holds its counts (prompts, injected, failed open, archives skipped, stubs of another model)."""
@@ -415,6 +450,7 @@ class IngestApp:
         """The aiohttp application (client_max_size is the body limit: bodies are read as streams)."""
         app = web.Application(client_max_size=self.cfg.max_body_bytes, handler_args={"auto_decompress": False})  # see _read_body
         app.router.add_post("/v1/hooks/{runtime}", self.hooks)
+        app.router.add_post("/api/stubs/match", self.stub_match)
         app.router.add_get("/healthz", self.healthz)
         app.router.add_get("/metrics", self.metrics_text)
         if self.agent_api is not None:

@@ -16,10 +16,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from hivestream.services.stubs import Injection, Prompt, StubService, prompt_from_hook
+from streams.model.events import stable_id
 from streams.stubs.inject import Runtime
 
 HOOK_RUNTIMES: dict[str, Runtime] = {"claude-code": "claude-code", "codex": "codex"}
 """Hook routes whose ``UserPromptSubmit`` is matched, and the runtime whose cap applies."""
+
+MATCH_RUNTIMES: dict[str, Runtime] = {"openclaw": "openclaw", "claude-code": "claude-code", "codex": "codex"}
+"""The ``runtime`` a match request may name (whose cap applies)."""
 
 Record = tuple[str, bytes, bytes]
 
@@ -57,6 +61,30 @@ class StubDoor:
         inj = await self.service.inject_async(prompt)
         records = [(self.topic, ev.channel.encode(), ev.model_dump_json().encode()) for ev in inj.events]
         return DoorAnswer(inj.context, records, inj)
+
+    def prompt_of_match(self, doc: Any, received_ms: int) -> Prompt | str:
+        """The prompt of a match request (``POST /api/stubs/match``, the OpenClaw plugin's ``before_prompt_build``), or why it is refused (one line).
+
+        The body: ``{"prompt": str, "channel": str, "message_id"?: str, "subagent"?: bool, "runtime"?: "openclaw"|"claude-code"|"codex"}``
+        (``channel``: the OpenClaw channel or conversation, as the plugin is configured; ``runtime``
+        chooses the cap, default ``openclaw``).
+        """
+        if not isinstance(doc, dict):
+            return "the body must be a JSON object"
+        prompt, channel = doc.get("prompt"), doc.get("channel")
+        if not isinstance(prompt, str) or not isinstance(channel, str) or not channel.strip() or len(channel) > 200:
+            return "\"prompt\" (a string) and \"channel\" (1 to 200 characters) are required"
+        runtime = doc.get("runtime", "openclaw")
+        if runtime not in MATCH_RUNTIMES:
+            return f"\"runtime\" must be one of {', '.join(MATCH_RUNTIMES)}"
+        mid = doc.get("message_id")
+        if mid is not None and (not isinstance(mid, str) or not mid or len(mid) > 200):
+            return "\"message_id\" must be 1 to 200 characters"
+        sub = doc.get("subagent", False)
+        if not isinstance(sub, bool):
+            return "\"subagent\" must be true or false"
+        message_id = mid or stable_id("prompt", channel, prompt, received_ms)
+        return Prompt(prompt, channel, MATCH_RUNTIMES[runtime], message_id, received_ms, subagent=sub)
 
     async def answer_hook(self, route: str, payloads: Sequence[Any], received_ms: int) -> DoorAnswer | None:
         """:meth:`answer` for a hook body that holds a prompt (:meth:`prompt_of`), else ``None``."""
