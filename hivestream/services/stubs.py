@@ -253,11 +253,19 @@ class StubService:
             live.apply(ev)
         with self._lock:
             self.stubs = live
+        self._warm()
 
     def stub_event(self, ev: StubUpserted | StubRefreshed | StubDeleted) -> None:
         """Apply one stub state event (a refused one is counted in ``stubs.rejected``, never raised)."""
         with self._lock:
             self.stubs.apply(ev)
+        self._warm()
+
+    def _warm(self) -> None:
+        """Let an embedder that loads lazily start loading once there is a stub to match (its ``warm()``, if it has one)."""
+        warm = getattr(self.embedder, "warm", None)
+        if len(self.stubs) and callable(warm):
+            warm()
 
     def rows(self) -> list[tuple[StubRecord, str]]:
         """Every live stub's record and embedding (for the nightly refresh)."""
