@@ -6,6 +6,7 @@ on stderr and exit 2; a refresh in which some stub failed exits 1 after its tabl
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, NoReturn
 
@@ -18,6 +19,7 @@ from hivestream.cli.console import table
 
 if TYPE_CHECKING:
     from streams.stubs.embedder_choice import Embedder
+    from streams.stubs.log import StubEventT
 
 out = Console(width=max(100, Console().width))
 err = Console(stderr=True, width=200)
@@ -26,6 +28,28 @@ err = Console(stderr=True, width=200)
 def _fail(message: str) -> NoReturn:
     err.print(Text.assemble(("error: ", "red"), message), soft_wrap=True)
     raise typer.Exit(2)
+
+
+def _emit(db: Path, events: Sequence[StubEventT]) -> str:
+    """Send ``events`` through the ``hivestream serve`` holding ``db`` (its stub route, with its review token, as ``stubs
+    import`` does: its log, its tables, its live matcher), else into ``db``'s own stub event log.
+
+    Raises:
+        StubEventsError: serve refused them or could not be reached, or the log cannot be written.
+    """
+    from hivestream.serve.event_client import STUB_EVENTS_PATH, NotSent, running_serve, send_lines
+    from hivestream.services.stub_events import StubEventsError, emit_stub_events
+
+    note = running_serve(db)
+    if note is None:
+        return emit_stub_events(db, events)
+    try:
+        sent = send_lines(db, note, [ev.model_dump_json().encode() for ev in events], STUB_EVENTS_PATH, review=True)
+    except NotSent as e:
+        raise StubEventsError(str(e)) from None
+    if sent.rejected:
+        raise StubEventsError(f"the hivestream serve (pid {sent.pid}) holding {db} dead-lettered {sent.rejected} of the events (see its dead_letters table)")
+    return f"hivestream serve (pid {sent.pid}) holding {db}, " + ("applied" if sent.applied else "durable in its log, applied in order")
 
 
 def _embedder() -> tuple[Embedder, str]:
@@ -57,7 +81,7 @@ def archive(
 
     emb, which = _embedder()
     try:
-        done = archive_section(db, memory_file, section, archive_dir, stub_text, emb, channel=channel, refresh_spec=refresh_source)
+        done = archive_section(db, memory_file, section, archive_dir, stub_text, emb, channel=channel, refresh_spec=refresh_source, emit=_emit)
     except LifecycleError as e:
         _fail(str(e))
     where = "the global set" if done.channel is None else f"channel {done.channel}"
@@ -81,7 +105,7 @@ def refresh(
         _fail(f"no such DuckDB file: {db}")
     emb, which = _embedder()
     try:
-        outcomes, where = refresh_stubs(db, emb, ids, channel=channel, all_channels=all_)
+        outcomes, where = refresh_stubs(db, emb, ids, channel=channel, all_channels=all_, emit=_emit)
     except LifecycleError as e:
         _fail(str(e))
     out.print(table(f"stub refresh ({which})", ["stub", "outcome", "detail"], [(o.stub, o.status, o.detail) for o in outcomes]))

@@ -48,6 +48,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 from aiohttp import web
 
+from hivestream.ingest.door import Door
 from hivestream.ingest.metrics import CONTENT_TYPE, IngestMetrics
 from hivestream.ingest.record_sink import Record, RecordSink
 from hivestream.ingest.refusal import SinkFull
@@ -66,7 +67,6 @@ from streams.redaction.redact import RedactionMode
 
 if TYPE_CHECKING:
     from hivestream.mcp.agent_api import AgentApi
-    from hivestream.services.stub_door import StubDoor
 
 log = logging.getLogger("hivestream.ingest")
 LOCAL_GATEWAY = "local"
@@ -188,13 +188,13 @@ def new_request_id() -> str:
 class IngestApp:
     """The request handlers around one :class:`~hivestream.ingest.record_sink.RecordSink` (``ingest``: the
     Kafka sink; ``serve``: the local hook-event log) and, given ``agent_api``, ``/mcp`` over it; given
-    ``door``, a Claude Code or Codex prompt is matched against the memory stubs
-    (:class:`~hivestream.services.stub_door.StubDoor`): its ``stub-events`` records are made durable
+    ``door`` (:class:`~hivestream.ingest.door.Door`), a Claude Code or Codex prompt is matched against
+    the memory stubs (:class:`~hivestream.services.stub_door.StubDoor`): its ``stub-events`` records are made durable
     with the hook's, and the answer carries the context (the hook output's ``additionalContext`` for a
     runtime's own hook, ``"additional_context"`` in the verdict for the command hook)."""
 
     def __init__(self, cfg: IngestConfig, sink: RecordSink, metrics: IngestMetrics, now_ms: Callable[[], int] = wall_clock_ms,
-                 agent_api: AgentApi | None = None, door: StubDoor | None = None) -> None:
+                 agent_api: AgentApi | None = None, door: Door | None = None) -> None:
         self.cfg = cfg
         self.agent_api = agent_api
         self.door = door
@@ -429,7 +429,7 @@ class IngestApp:
                 return failed
         out: dict[str, Any] = {"prependContext": got.context or ""}
         if got.context is None:
-            out["why_none"] = got.injection.why_none
+            out["why_none"] = got.why_none
         return self._answer(200, out)
 
     async def healthz(self, _request: web.Request) -> web.Response:
@@ -437,7 +437,7 @@ class IngestApp:
         With a stub door, ``"stubs"`` holds its counts (prompts, injected, failed open, archives skipped, stubs of another model)."""
         ready, body = self.sink.health()
         if self.door is not None:
-            body = {**body, "stubs": self.door.service.stats.as_dict()}
+            body = {**body, "stubs": self.door.stats()}
         return web.Response(body=orjson.dumps(body), status=200 if ready else 503, content_type="application/json")
 
     async def metrics_text(self, request: web.Request) -> web.Response:
@@ -484,7 +484,7 @@ def make_sink(cfg: IngestConfig, metrics: IngestMetrics) -> DurableSink:
 
 async def serve(cfg: IngestConfig, stop: asyncio.Event, on_ready: Callable[[int], None] | None = None,
                 sink: RecordSink | None = None, name: str = "ingest", agent_api: AgentApi | None = None,
-                app: type[IngestApp] = IngestApp, door: StubDoor | None = None) -> None:
+                app: type[IngestApp] = IngestApp, door: Door | None = None) -> None:
     """Run the server until ``stop`` is set; then stop accepting and close the sink (flush and seal the spool).
 
     Args:

@@ -36,6 +36,11 @@ class DoorAnswer:
     records: list[Record]
     injection: Injection
 
+    @property
+    def why_none(self) -> str | None:
+        """Why there is no context (``None`` when there is)."""
+        return self.injection.why_none
+
 
 class StubDoor:
     """The front door's use of a :class:`StubService`.
@@ -85,6 +90,10 @@ class StubDoor:
             return "\"subagent\" must be true or false"
         message_id = mid or stable_id("prompt", channel, prompt, received_ms)
         return Prompt(prompt, channel, MATCH_RUNTIMES[runtime], message_id, received_ms, subagent=sub)
+
+    def stats(self) -> dict[str, Any]:
+        """The service's counts (:meth:`~hivestream.services.stubs.StubStats.as_dict`), for ``/healthz``."""
+        return self.service.stats.as_dict()
 
     async def answer_hook(self, route: str, payloads: Sequence[Any], received_ms: int) -> DoorAnswer | None:
         """:meth:`answer` for a hook body that holds a prompt (:meth:`prompt_of`), else ``None``."""

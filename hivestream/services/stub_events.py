@@ -1,9 +1,7 @@
 """Where a stub event made on the command line goes, and the stubs a command reads (``stubs archive|refresh``).
 
-When a ``hivestream serve`` holds ``<db>`` (its note ``<db>.serve``, as ``stubs import`` finds it),
-the events go through it: posted to its stub route with its review token
-(:func:`hivestream.serve.event_client.send_lines`), onto its log, folded by its stub projection and
-taken by its live matcher. Otherwise they are appended to the projection file's own stub event log
+When a ``hivestream serve`` holds ``<db>``, the command line sends the events through it
+(:mod:`hivestream.cli.stubs_lifecycle`). Otherwise they are appended to the projection file's own stub event log
 ``<db>.stub-events.jsonl`` (one JSON line, fsynced; a torn last line left by a crash stays a line of
 its own and is dead-lettered) and applied to ``<db>`` by the stub runner from that log, exactly as
 ``hivestream stubs run <db>.stub-events.jsonl --db <db>`` applies it (positions kept, so nothing
@@ -15,7 +13,7 @@ snapshot while serve holds it.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -47,6 +45,10 @@ class StubRow:
     last_refreshed_at_ms: int | None
     deleted: bool
     embedding_b64: str = ""
+
+
+Emit = Callable[[Path, Sequence[StubEventT]], str]
+"""Where a command's stub events go: ``(db, events) -> where they went`` (one phrase); raises :class:`StubEventsError`."""
 
 
 def event_log(db: Path) -> Path:
@@ -98,23 +100,12 @@ def _append(log: Path, lines: Sequence[bytes]) -> None:
 
 
 def emit_stub_events(db: Path, events: Sequence[StubEventT]) -> str:
-    """Send ``events`` through the serve holding ``db``, or append them to ``db``'s stub event log and apply the log; returns where they went (one phrase).
+    """Append ``events`` to ``db``'s stub event log and apply the log to ``db``; returns where they went (one phrase).
+    (The command line sends them through the serve holding ``db`` instead, when there is one: :mod:`hivestream.cli.stubs_lifecycle`.)
 
     Raises:
-        StubEventsError: serve refused them or could not be reached, or the log cannot be written (nothing was recorded).
+        StubEventsError: the log cannot be written (nothing was recorded).
     """
-    from hivestream.serve.event_client import STUB_EVENTS_PATH, NotSent, running_serve, send_lines
-
-    note = running_serve(db)
-    if note is not None:
-        try:
-            sent = send_lines(db, note, [ev.model_dump_json().encode() for ev in events], STUB_EVENTS_PATH, review=True)
-        except NotSent as e:
-            raise StubEventsError(str(e)) from None
-        if sent.rejected:
-            raise StubEventsError(f"the hivestream serve (pid {sent.pid}) holding {db} dead-lettered {sent.rejected} of the events "
-                                  "(see its dead_letters table)")
-        return f"hivestream serve (pid {sent.pid}) holding {db}, " + ("applied" if sent.applied else "durable in its log, applied in order")
     from hivestream.embedded.stubs import run_stub_logs
 
     log = event_log(db)

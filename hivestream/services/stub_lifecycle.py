@@ -15,7 +15,8 @@
   ``manual`` and NULL are skipped and said so; a failing source is reported and nothing is recorded
   for that stub (so ``stubs query stale`` shows it).
 
-Events go where :mod:`hivestream.services.stub_events` sends them. A stub's embedding must come from
+Events go where the caller's ``emit`` sends them (by default :mod:`hivestream.services.stub_events`'s own log; the
+command line sends them through the serve holding the file). A stub's embedding must come from
 the model its scope already uses: a refresh with another embedder is refused, never mixed.
 """
 
@@ -35,7 +36,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from hivestream.services.stub_events import StubEventsError, StubRow, emit_stub_events, stub_rows
+from hivestream.services.stub_events import Emit, StubEventsError, StubRow, emit_stub_events, stub_rows
 from streams.model.clock import Clock, wall_clock_ms
 from streams.model.events import stable_id
 from streams.stubs.embedder_choice import Embedder
@@ -116,10 +117,12 @@ class Archived:
 
 
 def archive_section(db: Path, memory_file: Path, heading: str, archive_dir: Path, stub_text: str, embedder: Embedder, *,
-                    channel: str | None = None, refresh_spec: str | None = None, clock: Clock = wall_clock_ms) -> Archived:
+                    channel: str | None = None, refresh_spec: str | None = None, clock: Clock = wall_clock_ms,
+                    emit: Emit = emit_stub_events) -> Archived:
     """Archive the section ``heading`` of ``memory_file`` behind a new stub of ``channel`` (``None``: global) in ``db``.
 
     ``refresh_spec`` is the stub's ``refresh_source`` JSON; default ``{"type": "file-watch", "path": <archive>}``.
+    ``emit`` records the event (default: ``db``'s own stub event log, :func:`~hivestream.services.stub_events.emit_stub_events`).
 
     Raises:
         LifecycleError: the memory file or section cannot be read, the stub text is empty, the
@@ -159,7 +162,7 @@ def archive_section(db: Path, memory_file: Path, heading: str, archive_dir: Path
                           channel=channel, title=cut.title, stub_text=stub_text, archive_path=str(archive), archive_tokens=tokens_of(whole),
                           embedding_b64=encode_embedding(vec), model=embedder.model_name, dim=int(vec.shape[0]), refresh_source=source,
                           refresh_spec=None if source == "none" else spec, last_refreshed_at_ms=now)
-        where = emit_stub_events(db, [ev])
+        where = emit(db, [ev])
     except StubEventsError as e:
         raise LifecycleError(f"{e}; the section was appended to {archive} and is still in {memory_file}") from None
     backup = memory_file.with_name(f"{memory_file.name}.bak-{dt.datetime.fromtimestamp(now / 1000, dt.UTC):%Y%m%dT%H%M%S}")
@@ -256,8 +259,9 @@ def _query_content(p: DbQuery) -> str:
 
 
 def refresh_stubs(db: Path, embedder: Embedder, ids: Sequence[int] | None = None, *, channel: str | None = None, all_channels: bool = False,
-                  clock: Clock = wall_clock_ms, run: Runner = _run) -> tuple[list[Refreshed], str | None]:
-    """Refresh the live stubs of ``db``: those with ``ids`` in ``channel`` (``None``: global), or every one with ``all_channels``.
+                  clock: Clock = wall_clock_ms, run: Runner = _run, emit: Emit = emit_stub_events) -> tuple[list[Refreshed], str | None]:
+    """Refresh the live stubs of ``db``: those with ``ids`` in ``channel`` (``None``: global), or every one with ``all_channels``;
+    ``emit`` records the events (as :func:`archive_section`'s).
 
     Returns each stub's outcome, in channel and id order, and where the events went (``None`` when none was recorded).
 
@@ -280,7 +284,7 @@ def refresh_stubs(db: Path, embedder: Embedder, ids: Sequence[int] | None = None
     if not events:
         return outcomes, None
     try:
-        return outcomes, emit_stub_events(db, events)
+        return outcomes, emit(db, events)
     except StubEventsError as e:
         raise LifecycleError(f"{e}; archives already rewritten keep their new content (the next refresh records them)") from None
 
