@@ -173,6 +173,8 @@ def test_prompt_from_a_hook_payload() -> None:
     assert prompt_from_hook(base | {"agent_id": "a-1"}, "claude-code", 5).subagent  # type: ignore[union-attr]
     assert prompt_from_hook(base | {"cwd": "/"}, "codex", 5).channel == "(no project)"  # type: ignore[union-attr]
     assert prompt_from_hook(base | {"hook_event_name": "Stop"}, "claude-code", 5) is None
+    codex = prompt_from_hook(base | {"turn_id": "t-9", "event_time_ms": 77}, "codex", 5)
+    assert codex is not None and (codex.message_id, codex.event_time_ms) == ("t-9", 77)  # a retried post is the same message
 
 
 def test_refresh_to_another_model_moves_the_stub(archives: dict[str, Path]) -> None:

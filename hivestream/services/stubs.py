@@ -159,7 +159,7 @@ def prompt_from_hook(payload: Mapping[str, Any], runtime: Runtime, now_ms: int) 
         return None
     cwd, tp = payload.get("cwd"), payload.get("transcript_path")
     channel = workspace_name(cwd if isinstance(cwd, str) else None, tp if isinstance(tp, str) else None) or NO_PROJECT
-    pid = payload.get("prompt_id")
+    pid = payload.get("prompt_id") or payload.get("turn_id")  # Codex: the turn
     text = payload["prompt"]
     stamped = payload.get("event_time_ms")  # the command hook's stamp: a retried post is the same message
     if isinstance(stamped, int) and not isinstance(stamped, bool) and 0 <= stamped <= MAX_MS:
