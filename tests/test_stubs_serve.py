@@ -87,7 +87,7 @@ def test_a_prompt_that_matches_an_archived_section_reaches_the_model_with_it(tmp
             assert (stats["prompts"], stats["injected"], stats["failed_open"], stats["other_model_stubs"]) == (3, 2, {}, 0)
 
             # the OpenClaw plugin's before_prompt_build: the channel as the plugin names it
-            assert _match(proc.url, {"prompt": "trello board ids and weekday lists", "channel": "shop"})[1]["prependContext"].count(ARCHIVED) == 1
+            assert str(_match(proc.url, {"prompt": "trello board ids and weekday lists", "channel": "shop"})[1]["prependContext"]).count(ARCHIVED) == 1
             status, answer = _match(proc.url, {"prompt": "trello board ids and weekday lists", "channel": "shop", "subagent": True})
             assert status == 200 and answer == {"prependContext": "", "why_none": "subagent prompt"}
             assert _match(proc.url, {"prompt": 3})[0] == 400
@@ -114,3 +114,59 @@ def test_a_prompt_that_matches_an_archived_section_reaches_the_model_with_it(tmp
 
 STUB_COLS = ["channel", "stub_id", "title", "stub_text", "archive_path", "archive_tokens", "model", "dim", "refresh_source", "refresh_spec",
              "created_at_ms", "last_matched_at_ms", "last_refreshed_at_ms", "match_count", "deleted"]
+
+
+def test_the_match_route_refuses_without_a_token_the_agent_scope_or_live_stubs(tmp_path: Path) -> None:
+    (tmp_path / "tokens").write_text("gw-hooks tok-hooks-0123456789\ngw-agent tok-agent-0123456789 scopes=agent\n")
+    proc = ServeProc(tmp_path / "m.duckdb", "--no-report", "--no-stubs-live", "--tokens-file", str(tmp_path / "tokens"))
+    body = json.dumps({"prompt": "hi", "channel": "c"}).encode()
+    try:
+        def post(token: str | None) -> int:
+            headers = {"Content-Type": "application/json", **({"Authorization": f"Bearer {token}"} if token else {})}
+            try:
+                with urllib.request.urlopen(urllib.request.Request(f"{proc.url}/api/stubs/match", data=body, headers=headers), timeout=10) as r:
+                    return int(r.status)
+            except urllib.error.HTTPError as e:
+                return e.code
+
+        assert (post(None), post("tok-hooks-0123456789"), post("tok-agent-0123456789")) == (401, 403, 409)
+    finally:
+        assert proc.stop() == 0
+
+
+def test_the_nightly_refresh_puts_its_events_on_the_log(tmp_path: Path) -> None:
+    import asyncio
+    import threading
+
+    from hivestream.serve.stubs_live import start_nightly
+    from hivestream.services.stubs import StubService
+    from streams.stubs.events import StubUpserted, encode_embedding
+    from streams.stubs.live import LiveStubs
+    from tests.embeddings_fake import BowEmbedder, bag_of_words
+
+    archive = tmp_path / "a.md"
+    archive.write_text("## A\nnew text\n", encoding="utf-8")
+    svc = StubService(LiveStubs(), BowEmbedder())
+    svc.stub_event(StubUpserted(event_id="u", event_time_ms=1, stub_id=4, channel="shop", title="A", stub_text="a stub", archive_path=str(archive),
+                                archive_tokens=1, embedding_b64=encode_embedding(bag_of_words("a stub", 64)), model="fake-bow", dim=64,
+                                refresh_source="file-watch"))
+    written: list[list[tuple[str, bytes, bytes]]] = []
+
+    class Sink:
+        async def write(self, records: list[tuple[str, bytes, bytes]]) -> str:
+            written.append(records)
+            return "log"
+
+    loop = asyncio.new_event_loop()
+    t = threading.Thread(target=loop.run_forever, daemon=True)
+    t.start()
+    try:
+        nightly = start_nightly(svc, "03:20", Sink(), "hivestream.stub-events", loop)  # type: ignore[arg-type]
+        summary = nightly.job()  # what the thread runs at 03:20 UTC
+        nightly.stop()
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
+        t.join(5)
+    assert summary == "1 refreshed, 0 unchanged, 0 skipped, 0 failed"
+    [(topic, key, value)] = written[0]
+    assert (topic, key, json.loads(value)["type"], json.loads(value)["stub_id"]) == ("hivestream.stub-events", b"shop", "stub-refreshed", 4)
