@@ -170,10 +170,9 @@ async def _serve(cfg: ServeConfig, stop: asyncio.Event, on_ready: Callable[[int]
                  undo: StartUndo, agent_api: AgentApi | None = None) -> None:
     hook_log = HookLog(cfg.log_dir, max_bytes=cfg.log_max_bytes, segment_bytes=cfg.segment_bytes)
     undo.log_held = True
-    stubs, nightly = None, None
+    stubs, nightly, stubs_note = None, None, None
     if cfg.stubs_live is not None:
-        stubs, note = await asyncio.to_thread(start_service, cfg.stubs_live)  # loading the local model takes a second
-        log.info("%s", note)
+        stubs, stubs_note = start_service(cfg.stubs_live)  # said once listening: a start that fails says one line only
     try:
         dead_letter_torn(hook_log, clock)
         progress = Progress()
@@ -199,6 +198,8 @@ async def _serve(cfg: ServeConfig, stop: asyncio.Event, on_ready: Callable[[int]
             read_runner, read_port = await start_reads(reads)
 
             def ready(port: int) -> None:
+                if stubs_note:
+                    log.info("%s", stubs_note)
                 write_marker(cfg.db, ReadMarker(os.getpid(), read_port, token, IngestNote(connect_host(http.host), port, http.review_token)))
                 on_ready(port)
 
