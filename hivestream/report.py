@@ -22,6 +22,7 @@ import duckdb
 import plotly.graph_objects as go
 from plotly.offline import get_plotlyjs
 
+from projections.experiences import report_data as kb_rd
 from projections.frames import report_data as rd
 from projections.frames.analytics import configured_window_ms, window_label
 
@@ -233,6 +234,18 @@ th,td{text-align:left;padding:4px 6px;border-bottom:1px solid #e5e9ee;vertical-a
 """
 
 
+def _memory_use_html(src: Sources) -> str:
+    """The section of what agents got back: searches and recalls per agent, zero-hit rates, time to approval, reminder conversion."""
+    ucols, urows = kb_rd.memory_use(src.kb)
+    kcols, krows = kb_rd.memory_kpis(src.kb)
+    inner = (_table_html(ucols, urows) if urows else "") + (_table_html(kcols, krows) if krows else "")
+    if not inner:
+        inner = '<div class="nodata"><b>no data yet</b><span>no agent searched, recalled or submitted through hivestream</span></div>'
+    return (f'<section class="wide" data-chart="memory-use" data-state="{"table" if urows or krows else "empty"}">'
+            f'<h2>Memory back to the agents</h2><p class="note">searches and recalls per agent, the share that found nothing, '
+            f"time from submission to approval, reminder conversion</p>{inner}</section>")
+
+
 def render_html(src: Sources, *, generated_at_ms: int) -> str:
     """The whole report page.
 
@@ -261,6 +274,7 @@ def render_html(src: Sources, *, generated_at_ms: int) -> str:
     top = _table_html(tcols, trows2) if trows2 else '<div class="nodata"><b>no data yet</b><span>no frames</span></div>'
     parts.append(f'<section class="wide" data-chart="top-frames" data-state="{"table" if trows2 else "empty"}">'
                  f'<h2>Top frames</h2><p class="note">the 20 frames with the highest access_count</p>{top}</section>')
+    parts.append(_memory_use_html(src))
     stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(generated_at_ms / 1000))
     kpi_html = "".join(f"<div><b>{html.escape(str(v))}</b>{html.escape(k.replace('_', ' '))}</div>" for k, v in kpis.items())
     banner = "" if has_data else ('<div class="banner" id="no-data"><b>no data yet</b>: '

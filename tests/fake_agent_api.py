@@ -3,14 +3,12 @@
 :func:`streams.experiences.search.search`, submissions pending, an injection quarantined, frames
 recalled per project), and :func:`contract_app` serves it over HTTP as the agent API contract's
 routes (``/api/search``, ``/api/submit``, ``/api/content/{id}``, ``/api/memory/search``, bearer
-token optional), for the HTTP client and ``hivestream mcp`` over stdio. :class:`ThreadedApp` runs an
-aiohttp application on a loopback port in a thread (for a test that runs a real runtime)."""
+token optional), for the HTTP client and ``hivestream mcp`` over stdio. The tools against the real
+services: ``tests/test_mcp_serve.py`` and ``tests/test_mcp_runtimes.py``."""
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
-import threading
 from typing import Any
 
 from aiohttp import web
@@ -119,43 +117,3 @@ def contract_app(api: FakeAgentApi, token: str | None = None) -> web.Application
     app.router.add_get("/api/content/{id}", do_content)
     app.router.add_get("/api/memory/search", do_memory)
     return app
-
-
-class ThreadedApp:
-    """Serve an aiohttp application on 127.0.0.1 (a free port) in a thread with its own event loop."""
-
-    def __init__(self, app: web.Application) -> None:
-        self._loop = asyncio.new_event_loop()
-        self._runner = web.AppRunner(app)
-        ready = threading.Event()
-        self.port = 0
-
-        async def start() -> None:
-            await self._runner.setup()
-            site = web.TCPSite(self._runner, "127.0.0.1", 0)
-            await site.start()
-            server = getattr(site, "_server", None)
-            assert server is not None
-            self.port = server.sockets[0].getsockname()[1]
-
-        def run() -> None:
-            asyncio.set_event_loop(self._loop)
-            self._loop.run_until_complete(start())
-            ready.set()
-            self._loop.run_forever()
-
-        self._thread = threading.Thread(target=run, daemon=True)
-        self._thread.start()
-        assert ready.wait(30), "the app did not start"
-
-    @property
-    def url(self) -> str:
-        """``http://127.0.0.1:PORT``."""
-        return f"http://127.0.0.1:{self.port}"
-
-    def close(self) -> None:
-        """Stop serving, run the application's cleanup and end the thread."""
-        asyncio.run_coroutine_threadsafe(self._runner.cleanup(), self._loop).result(30)
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(30)
-        self._loop.close()

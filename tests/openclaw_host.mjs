@@ -11,6 +11,7 @@
 // Usage: node openclaw_host.mjs PLUGIN_DIR SCENARIO.json  → one JSON report on stdout.
 // Scenario: {"config": {...}, "steps": [
 //   {"op": "llm", "session", "agent", "run", "trigger"?} | {"op": "tool", "session", "agent", "run", "name", "params", "id"} |
+//     (a param "$id:CALL" is the id an earlier tool call CALL answered in its details: an id the server chose) |
 //   {"op": "after_tool", "session", "agent", "run", "name", "id"} (another plugin's tool: after_tool_call only) |
 //   {"op": "end", "session", "agent", "run", "messages", "success"} | {"op": "stop"}]}
 
@@ -135,15 +136,17 @@ for (const step of scenario.steps) {
   } else if (step.op === "tool") {
     const tctx = { agentId: step.agent, sessionKey: step.session, sessionId: `sid-${step.session}` };
     const tool = toolFor(step.name, tctx);
+    const earlier = (v) => typeof v === "string" && v.startsWith("$id:") ? toolResults.find((r) => r.id === v.slice(4))?.details?.id ?? v : v;
+    const params = Object.fromEntries(Object.entries(step.params || {}).map(([k, v]) => [k, earlier(v)]));
     let result = null;
     const t0 = Date.now();
     try {
-      result = await tool.execute(step.id, step.params, AbortSignal.timeout(30000));
+      result = await tool.execute(step.id, params, AbortSignal.timeout(30000));
     } catch (e) {
       threw.push(`${step.name}: ${e}`);
     }
     toolResults.push({ name: step.name, id: step.id, text: result?.content?.map((c) => c.text).join("\n") ?? null, details: result?.details ?? null });
-    const ev = { toolName: step.name, params: step.params, runId: step.run, toolCallId: step.id, result, durationMs: Date.now() - t0 };
+    const ev = { toolName: step.name, params, runId: step.run, toolCallId: step.id, result, durationMs: Date.now() - t0 };
     for (const fn of handlers.after_tool_call || []) {
       try {
         await fn(ev, { ...tctx, runId: step.run, toolName: step.name, toolCallId: step.id });

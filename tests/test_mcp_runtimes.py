@@ -1,93 +1,66 @@
-"""Real runtimes through the MCP server ``hivestream hooks install … --knowhub`` registers. A Claude
-Code turn (the CLI from npm against the suite's local model stub) through ``/mcp`` of a running serve
-(in this process, over a fake agent API) and through ``hivestream mcp`` over stdio: the stub model
-answers with a ``tool_use`` of ``mcp__hivestream__kb_search``; the call reaches hivestream's MCP
-server, and its answer (the escaped, untrusted index) reaches the model's next request; the
-``SessionStart`` reminder reached the model's first one. A Codex turn (``codex exec`` from npm
-against the Responses stub): Codex connects to ``/mcp`` and offers the model the four tools."""
+"""Real runtimes through the MCP server ``hivestream hooks install … --knowhub`` registers, on a real
+``hivestream serve``.
+
+Claude Code (the CLI from npm against the suite's local model stub, which answers with tool calls):
+two turns through ``/mcp`` with the capture hooks installed beside it. ``kb_search`` returns an
+experience approved beforehand; ``kb_submit`` makes a pending one that ``/api/pending`` lists; after
+``/api/approve`` the second turn's search finds it; ``memory_search`` returns the first turn's frame
+of the same project and not another project's; the telemetry counts each call once (the hooks'
+``PostToolUse`` copies of the calls derive nothing). A turn through ``hivestream mcp`` over stdio (a
+client of ``/api``). Codex (``codex exec`` from npm against the Responses stub) connects to ``/mcp``
+and offers the model the four tools.
+"""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import subprocess
 import sys
-import threading
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import pytest
+import duckdb
 
 from hivestream.hooks.knowhub_reminder import START_REMINDER
-from hivestream.ingest.server import IngestConfig
-from hivestream.serve.app import ServeConfig, default_log_dir, serve_async
-from hivestream.serve.publisher import PublishOptions
+from tests.agent_api_cases import Api
 from tests.anthropic_stub import AnthropicStub
-from tests.fake_agent_api import FakeAgentApi, ThreadedApp, contract_app
 from tests.openai_responses_stub import ResponsesStub
-from tests.serve_harness import REPO_ROOT
+from tests.serve_harness import REPO_ROOT, ServeProc
 from tests.test_ingest_clients import claude_bin, codex_js
 
-TOOL = "mcp__hivestream__kb_search"
-FINAL = "The stub model read the KnowHub index."
+SERVER = "mcp__hivestream__"
+FINAL = "The stub model is done."
 TOKEN = "mcp-claude-agent-token-0123456789"
+REVIEW_TOKEN = "mcp-claude-review-token-0123456789"
+PROJECT = "tidepool"
+FIRST_PROMPT = "Why does my Kafka consumer group keep rebalancing?"
+SECOND_PROMPT = "What did we learn about the heron exporter?"
+
+Step = tuple[str, dict[str, Any]]
 
 
-class InProcessServe:
-    """``serve_async`` over a fresh file with ``/mcp`` over ``api``, on its own event loop in a thread."""
+def _scripted(turns: dict[str, list[Step]]) -> Callable[[dict[str, Any]], list[dict[str, Any]]]:
+    """The stub model: in a request offering hivestream's tools, the turn's next tool call (by the
+    number of tool results so far), then a final text; any other request (a title, a summary) a text."""
 
-    def __init__(self, tmp: Path, api: FakeAgentApi, tokens: Path | None = None) -> None:
-        from streams.ingest.auth import TokenTable, load_tokens
+    def answer(body: dict[str, Any]) -> list[dict[str, Any]]:
+        tools = {str(t.get("name")) for t in body.get("tools") or []}
+        messages = body.get("messages") or []
+        first = messages[0]["content"] if messages else ""
+        text = first if isinstance(first, str) else json.dumps(first)
+        script = next((steps for prompt, steps in turns.items() if prompt in text), None)
+        if script is None or not any(t.startswith(SERVER) for t in tools):
+            return [{"type": "text", "text": FINAL}]
+        done = sum(1 for m in messages for b in (m["content"] if isinstance(m.get("content"), list) else [])
+                   if isinstance(b, dict) and b.get("type") == "tool_result")
+        if done >= len(script):
+            return [{"type": "text", "text": FINAL}]
+        tool, args = script[done]
+        return [{"type": "tool_use", "id": f"toolu_stub_{done}", "name": SERVER + tool, "input": args}]
 
-        db = tmp / "memory.duckdb"
-        table = TokenTable(load_tokens(tokens.read_text())) if tokens else TokenTable([])
-        cfg = ServeConfig(http=IngestConfig(host="127.0.0.1", port=0, tokens=table), db=db, log_dir=default_log_dir(db),
-                          publish=PublishOptions(snapshot_every_s=0))
-        self._loop = asyncio.new_event_loop()
-        self._stop = asyncio.Event()
-        ready = threading.Event()
-        self.port = 0
-        self.error: BaseException | None = None
-
-        def on_ready(port: int) -> None:
-            self.port = port
-            ready.set()
-
-        def run() -> None:
-            try:
-                self._loop.run_until_complete(serve_async(cfg, self._stop, on_ready, agent_api=api))
-            except BaseException as e:
-                self.error = e
-                ready.set()
-
-        self._thread = threading.Thread(target=run, daemon=True)
-        self._thread.start()
-        assert ready.wait(60) and self.error is None, self.error
-
-    @property
-    def url(self) -> str:
-        """serve's base URL."""
-        return f"http://127.0.0.1:{self.port}"
-
-    def close(self) -> None:
-        """Stop serve (it applies what is durable and closes) and end the thread."""
-        self._loop.call_soon_threadsafe(self._stop.set)
-        self._thread.join(60)
-        self._loop.close()
-        assert self.error is None, self.error
-
-
-def _answer(body: dict[str, Any]) -> list[dict[str, Any]]:
-    """First the kb_search call (when Claude Code offers the tool), then a text once its result came back."""
-    tools = {t.get("name") for t in body.get("tools") or []}
-    last = body["messages"][-1]["content"] if body.get("messages") else ""
-    results = [b for b in last if isinstance(b, dict) and b.get("type") == "tool_result"] if isinstance(last, list) else []
-    if TOOL in tools and not results:
-        return [{"type": "text", "text": "Searching KnowHub first."},
-                {"type": "tool_use", "id": "toolu_stub_1", "name": TOOL, "input": {"query": "kafka consumer rebalancing", "limit": 3}}]
-    return [{"type": "text", "text": FINAL}]
+    return answer
 
 
 def _env(home: Path, stub: AnthropicStub, tmp: Path, **extra: str) -> dict[str, str]:
@@ -95,7 +68,7 @@ def _env(home: Path, stub: AnthropicStub, tmp: Path, **extra: str) -> dict[str, 
            "DISABLE_TELEMETRY": "1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_AUTOUPDATER": "1",
            "HIVESTREAM_SPOOL_DIR": str(tmp / "hook-spool"), "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}",
            "PYTHONPATH": str(REPO_ROOT), "MCP_CONNECTION_NONBLOCKING": "0", **extra}  # -p waits for the MCP servers before the first request
-    for var in ("HIVESTREAM_AGENT_TOKEN", "HIVESTREAM_INGEST_TOKEN", "CLAUDE_CONFIG_DIR"):
+    for var in ("HIVESTREAM_AGENT_TOKEN", "HIVESTREAM_INGEST_TOKEN", "HIVESTREAM_URL", "CLAUDE_CONFIG_DIR"):
         if var not in extra:
             env.pop(var, None)
     return env
@@ -107,90 +80,128 @@ def _install(home: Path, url: str, env: dict[str, str]) -> None:
     assert r.returncode == 0, r.stderr
 
 
-def _turn(cc: Path, env: dict[str, str], project: Path) -> dict[str, Any]:
-    r = subprocess.run([str(cc), "-p", "Why does my Kafka consumer group keep rebalancing?", "--output-format", "json", "--allowedTools", TOOL],
+def _turn(cc: Path, env: dict[str, str], project: Path, prompt: str) -> dict[str, Any]:
+    r = subprocess.run([str(cc), "-p", prompt, "--output-format", "json", "--allowedTools", "mcp__hivestream"],
                        env=env, cwd=project, capture_output=True, text=True, timeout=240)
     assert r.returncode == 0, r.stderr[-2000:] + r.stdout[-2000:]
     out: dict[str, Any] = json.loads(r.stdout)
     return out
 
 
-def _tool_result_text(requests: list[dict[str, Any]]) -> str:
+def _tool_results(requests: list[dict[str, Any]]) -> dict[str, str]:
+    """What each tool call answered, as the model read it (by tool-use id), in the requests' order."""
+    seen: dict[str, str] = {}
     for body in requests:
         for m in body.get("messages", []):
             for b in m["content"] if isinstance(m.get("content"), list) else []:
-                if isinstance(b, dict) and b.get("type") == "tool_result" and b.get("tool_use_id") == "toolu_stub_1":
+                if isinstance(b, dict) and b.get("type") == "tool_result":
                     c = b.get("content")
-                    return c if isinstance(c, str) else "".join(x.get("text", "") for x in c if isinstance(x, dict))
-    raise AssertionError("no kb_search result reached the model")
+                    seen[str(b.get("tool_use_id"))] = c if isinstance(c, str) else "".join(x.get("text", "") for x in c if isinstance(x, dict))
+    return seen
 
 
-@pytest.fixture
-def kb() -> Iterator[tuple[FakeAgentApi, str]]:
-    api = FakeAgentApi()
-    eid = api.add("Kafka consumer group keeps rebalancing <under load>", "kafka-python, max.poll.interval.ms",
-                  "Raise max.poll.interval.ms to 600000.")
-    api.add("DuckDB upsert applied one row of many", "INSERT ... ON CONFLICT", "Aggregate the batch by key first.")
-    yield api, eid
+def _serve(tmp: Path) -> ServeProc:
+    (tmp / "tokens").write_text(f"laptop-1 {TOKEN} scopes=hooks,agent\nreviewer {REVIEW_TOKEN} scopes=review\n")
+    return ServeProc(tmp / "memory.duckdb", "--tokens-file", str(tmp / "tokens"))
 
 
-def test_a_claude_code_turn_calls_kb_search_through_serves_mcp_and_the_model_reads_the_answer(tmp_path: Path, kb: tuple[FakeAgentApi, str]) -> None:
+def _approved(agent: Api, reviewer: Api, task: str, resource: str, result: str) -> str:
+    eid = str(agent.post("/api/submit", {"task": task, "resource": resource, "result": result, "confidence": 0.9}).json()["id"])
+    assert reviewer.post(f"/api/approve/{eid}", {"reason": "checked"}).json() == {"id": eid, "status": "approved"}
+    return eid
+
+
+def test_claude_code_turns_search_submit_and_recall_through_serves_mcp(tmp_path: Path) -> None:
     cc = claude_bin()
-    api, eid = kb
-    home, project = tmp_path / "home", tmp_path / "project"
+    home, project = tmp_path / "home", tmp_path / PROJECT
     home.mkdir()
     project.mkdir()
-    (tmp_path / "tokens").write_text(f"laptop-1 {TOKEN} scopes=hooks,agent\n")
-    serve = InProcessServe(tmp_path, api, tmp_path / "tokens")
-    stub = AnthropicStub(_answer)
+    s = _serve(tmp_path)
+    agent, reviewer = Api(s.url, TOKEN), Api(s.url, REVIEW_TOKEN)
+    stub = AnthropicStub(_scripted({
+        FIRST_PROMPT: [("kb_search", {"query": "kafka consumer rebalancing", "limit": 3}),
+                       ("kb_submit", {"task": "export heron metrics without gaps", "resource": "heron exporter --flush-every 5s",
+                                      "result": "a 5 s flush closed the gaps in the dashboard", "confidence": 0.8})],
+        SECOND_PROMPT: [("kb_search", {"query": "heron exporter gaps"}),
+                        ("memory_search", {"query": "kafka consumer group rebalancing", "project": PROJECT})],
+    }))
     try:
+        before = _approved(agent, reviewer, "Kafka consumer group keeps rebalancing <under load>", "kafka-python, max.poll.interval.ms",
+                           "Raise max.poll.interval.ms to 600000.")
+        other = {"session_id": "other-1", "hook_event_name": "UserPromptSubmit", "cwd": "/w/billing",
+                 "prompt": "the billing Kafka consumer group keeps rebalancing too"}
+        assert agent.c.post("/v1/hooks/claude-code", json=other).status_code == 200  # another project's frame
         env = _env(home, stub, tmp_path, HIVESTREAM_AGENT_TOKEN=TOKEN, HIVESTREAM_INGEST_TOKEN=TOKEN)
-        _install(home, serve.url, env)
+        _install(home, s.url, env)
         entry = json.loads((home / ".claude.json").read_text())["mcpServers"]["hivestream"]
-        assert entry["headers"] == {"Authorization": "Bearer ${HIVESTREAM_AGENT_TOKEN}"}  # expanded by Claude Code, never written
-        out = _turn(cc, env, project)
+        assert entry["url"] == s.url + "/mcp" and entry["headers"] == {"Authorization": "Bearer ${HIVESTREAM_AGENT_TOKEN}"}
+
+        first = _turn(cc, env, project, FIRST_PROMPT)
+        s.wait_applied()
+        pending = reviewer.get("/api/pending").json()["results"]
+        assert [p["task"] for p in pending] == ["export heron metrics without gaps"]
+        submitted = pending[0]["id"]
+        assert reviewer.post(f"/api/approve/{submitted}", {}).json() == {"id": submitted, "status": "approved"}
+        first_seen = _tool_results(stub.requests)
+
+        second = _turn(cc, env, project, SECOND_PROMPT)
+        s.wait_applied()
     finally:
         stub.close()
-        serve.close()
-    assert out["result"] == FINAL
-    searches = [(a, c) for m, a, c in api.calls if m == "search"]
-    assert len(searches) == 1 and searches[0][0]["q"] == "kafka consumer rebalancing" and searches[0][0]["limit"] == 3
-    assert searches[0][1] is not None and searches[0][1].gateway_id == "laptop-1"  # the token Claude Code sent from the variable
-    seen = _tool_result_text(stub.requests)
-    assert seen.startswith('<knowhub-experiences trust="untrusted"') and f"1. [{eid}] Kafka consumer group keeps rebalancing &lt;under load&gt;" in seen
-    first = json.dumps(next(b for b in stub.requests if TOOL in {t.get("name") for t in b.get("tools") or []}))
-    assert json.dumps(START_REMINDER)[1:-1] in first  # the SessionStart reminder reached the model
+        s.stop()
+    assert first["result"] == FINAL and second["result"] == FINAL
+    seen = _tool_results(stub.requests)
+    found_before, submit_answer = first_seen["toolu_stub_0"], first_seen["toolu_stub_1"]
+    assert found_before.startswith('<knowhub-experiences trust="untrusted"')
+    assert f"1. [{before}] Kafka consumer group keeps rebalancing &lt;under load&gt;" in found_before
+    assert submit_answer == f"Submitted to KnowHub as {submitted}: pending (a reviewer approves it before search finds it)."
+    found_after, recalled = seen["toolu_stub_0"], seen["toolu_stub_1"]  # the second turn's (its ids restart at 0)
+    assert f"1. [{submitted}] export heron metrics without gaps" in found_after
+    assert recalled.startswith('<hivestream-memory trust="untrusted"') and f'project="{PROJECT}"' in recalled
+    assert FIRST_PROMPT.replace("'", "&#x27;") in recalled and "billing" not in recalled
+    start = json.dumps(next(b for b in stub.requests if any(str(t.get("name")).startswith(SERVER) for t in b.get("tools") or [])))
+    assert json.dumps(START_REMINDER)[1:-1] in start  # the SessionStart reminder reached the model
+
+    with duckdb.connect(str(s.db), read_only=True) as con:
+        telemetry = con.execute("SELECT kind, agent_id, runtime, query FROM kb_telemetry ORDER BY event_time_ms").fetchall()
+        submissions = con.execute("SELECT runtime, count(*) FROM experience_submissions GROUP BY runtime ORDER BY runtime").fetchall()
+        hook_copies = con.execute(f"SELECT tool FROM memory_tool_calls WHERE tool LIKE '{SERVER}%' ORDER BY event_time_ms").fetchall()
+    assert telemetry == [("search", "laptop-1", "mcp", "kafka consumer rebalancing"), ("search", "laptop-1", "mcp", "heron exporter gaps"),
+                         ("recall", "laptop-1", "mcp", "kafka consumer group rebalancing")]
+    assert submissions == [("api", 1), ("mcp", 1)]  # the one approved beforehand, the one kb_submit made
+    assert [t for (t,) in hook_copies] == [SERVER + "kb_search", SERVER + "kb_submit", SERVER + "kb_search"]  # the runtime's record, once each
 
 
-def test_a_claude_code_turn_through_hivestream_mcp_over_stdio(tmp_path: Path, kb: tuple[FakeAgentApi, str]) -> None:
+def test_a_claude_code_turn_through_hivestream_mcp_over_stdio(tmp_path: Path) -> None:
     cc = claude_bin()
-    api, eid = kb
-    home, project = tmp_path / "home", tmp_path / "project"
+    home, project = tmp_path / "home", tmp_path / PROJECT
     home.mkdir()
     project.mkdir()
-    stand = ThreadedApp(contract_app(api))
-    stub = AnthropicStub(_answer)
+    s = _serve(tmp_path)
+    stub = AnthropicStub(_scripted({FIRST_PROMPT: [("kb_search", {"query": "kafka consumer rebalancing", "limit": 3})]}))
     try:
-        env = _env(home, stub, tmp_path, HIVESTREAM_URL=stand.url)
+        eid = _approved(Api(s.url, TOKEN), Api(s.url, REVIEW_TOKEN), "Kafka consumer group keeps rebalancing", "kafka-python",
+                        "Raise max.poll.interval.ms.")
+        env = _env(home, stub, tmp_path, HIVESTREAM_URL=s.url, HIVESTREAM_AGENT_TOKEN=TOKEN)
         (home / ".claude.json").write_text(json.dumps({"mcpServers": {"hivestream": {
             "type": "stdio", "command": sys.executable, "args": ["-m", "hivestream", "mcp"], "env": {"PYTHONPATH": str(REPO_ROOT)}}}}))
-        out = _turn(cc, env, project)
+        out = _turn(cc, env, project, FIRST_PROMPT)
+        s.wait_applied()
     finally:
         stub.close()
-        stand.close()
+        s.stop()
     assert out["result"] == FINAL
-    assert [a["q"] for m, a, _c in api.calls if m == "search"] == ["kafka consumer rebalancing"]
-    assert f"[{eid}] Kafka consumer group keeps rebalancing &lt;under load&gt;" in _tool_result_text(stub.requests)
+    assert f"1. [{eid}] Kafka consumer group keeps rebalancing" in _tool_results(stub.requests)["toolu_stub_0"]
+    with duckdb.connect(str(s.db), read_only=True) as con:
+        assert con.execute("SELECT kind, agent_id, query FROM kb_telemetry").fetchall() == [("search", "laptop-1", "kafka consumer rebalancing")]
 
 
-def test_codex_connects_to_serves_mcp_and_offers_the_model_the_tools(tmp_path: Path, kb: tuple[FakeAgentApi, str]) -> None:
+def test_codex_connects_to_serves_mcp_and_offers_the_model_the_tools(tmp_path: Path) -> None:
     js = codex_js()
-    api, _eid = kb
     home, project = tmp_path / "home", tmp_path / "project"
     (home / ".codex").mkdir(parents=True)
     project.mkdir()
-    (tmp_path / "tokens").write_text(f"codex-1 {TOKEN} scopes=agent\n")
-    serve = InProcessServe(tmp_path, api, tmp_path / "tokens")
+    s = _serve(tmp_path)
     stub = ResponsesStub()
     try:
         (home / ".codex" / "config.toml").write_text(
@@ -198,7 +209,7 @@ def test_codex_connects_to_serves_mcp_and_offers_the_model_the_tools(tmp_path: P
             'wire_api = "responses"\nenv_key = "STUB_API_KEY"\n')
         env = {**os.environ, "HOME": str(home), "STUB_API_KEY": "sk-test-not-a-key", "HIVESTREAM_AGENT_TOKEN": TOKEN, "PYTHONPATH": str(REPO_ROOT),
                "HIVESTREAM_SPOOL_DIR": str(tmp_path / "hook-spool"), "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}"}
-        r = subprocess.run([sys.executable, "-m", "hivestream", "hooks", "install", "codex", "--knowhub", "--url", serve.url], env=env,
+        r = subprocess.run([sys.executable, "-m", "hivestream", "hooks", "install", "codex", "--knowhub", "--url", s.url], env=env,
                            capture_output=True, text=True, timeout=60, cwd=REPO_ROOT)
         assert r.returncode == 0, r.stderr
         r = subprocess.run(["node", str(js), "exec", "--skip-git-repo-check", "what is 2+3?"], env=env, cwd=project, stdin=subprocess.DEVNULL,
@@ -206,7 +217,7 @@ def test_codex_connects_to_serves_mcp_and_offers_the_model_the_tools(tmp_path: P
         assert r.returncode == 0, r.stderr[-2000:]
     finally:
         stub.close()
-        serve.close()
+        s.stop()
     assert stub.requests
     offered = [t for t in stub.requests[0].get("tools", []) if "hivestream" in str(t.get("name"))]
     assert len(offered) == 1 and sorted(t["name"] for t in offered[0]["tools"]) == ["kb_content", "kb_search", "kb_submit", "memory_search"]

@@ -22,8 +22,9 @@ from mcp_types import CallToolResult, TextContent
 from hivestream.ingest.metrics import IngestMetrics
 from hivestream.ingest.server import IngestApp, IngestConfig
 from hivestream.mcp.format import MAX_OUTPUT_CHARS
+from hivestream.mcp.http_mount import McpEndpoint
 from hivestream.mcp.tools import TOOL_NAMES
-from streams.ingest.auth import TokenTable, parse_tokens
+from streams.ingest.auth import Scope, TokenTable, parse_tokens
 from tests.fake_agent_api import FakeAgentApi, contract_app
 from tests.memory_sink import MemorySink
 from tests.serve_harness import REPO_ROOT
@@ -56,8 +57,11 @@ def _cfg(tmp_path: Path, tokens: str | None = None) -> IngestConfig:
 
 @contextlib.asynccontextmanager
 async def _mcp_server(tmp_path: Path, api: FakeAgentApi, tokens: str | None = None) -> AsyncIterator[str]:
-    """``/mcp`` of an ingest application over ``api`` on a loopback port; yields its URL."""
-    app = IngestApp(_cfg(tmp_path, tokens), MemorySink(), IngestMetrics(), agent_api=api).build()
+    """``/mcp`` of an ingest application over ``api`` (with the server's own authority check) on a loopback port; yields its URL."""
+    handlers = IngestApp(_cfg(tmp_path, tokens), MemorySink(), IngestMetrics())
+    app = handlers.build()
+    McpEndpoint(api, lambda r: handlers.authorize(r, Scope.AGENT), host="127.0.0.1", max_body_bytes=handlers.cfg.max_body_bytes,
+                read_timeout_s=handlers.cfg.read_timeout_s).add_to(app)  # as hivestream.api.mounts.mount_mcp mounts it over the services
     server = TestServer(app, host="127.0.0.1")
     await server.start_server()
     try:
@@ -211,8 +215,7 @@ async def test_mcp_takes_the_agent_scope_and_refuses_the_rest_in_one_line(tmp_pa
         async with _http_client(url, AGENT_TOKEN) as client:
             found = await client.call_tool("kb_search", {"query": "duckdb upsert"})
     assert none.status_code == 401 and none.json() == {"error": "unauthorized", "detail": "missing or unknown bearer token"}
-    assert hooks.status_code == 403 and hooks.json()["detail"] == ("the agent API needs a token with the agent scope "
-                                                                   "(the token of gateway 'laptop' has: hooks)")
+    assert hooks.status_code == 403 and hooks.json()["detail"] == "/mcp needs the agent scope; the token of gateway 'laptop' has: hooks"
     assert agent.status_code == 200 and agent.json()["result"]["serverInfo"]["name"] == "hivestream"
     assert get.status_code == 405 and get.headers["Allow"] == "POST"
     assert big.status_code == 413 and big.json()["error"] == "body_too_large"
@@ -236,7 +239,7 @@ async def test_mcp_on_loopback_refuses_a_foreign_host_header(tmp_path: Path) -> 
     assert not api.calls
 
 
-async def test_without_an_agent_api_there_is_no_mcp_route(tmp_path: Path) -> None:
+async def test_without_the_agent_api_there_is_no_mcp_route(tmp_path: Path) -> None:
     app = IngestApp(_cfg(tmp_path), MemorySink(), IngestMetrics()).build()
     server = TestServer(app, host="127.0.0.1")
     await server.start_server()

@@ -1,10 +1,12 @@
 """The OpenClaw KnowHub plugin (``hivestream/hooks/openclaw_knowhub``) under Node, loaded and driven
 by a minimal OpenClaw host (``tests/openclaw_host.mjs``; OpenClaw's own loader needs Node >= 22.22,
-newer than this machine's Node 20): the seed's reminders per session, and exactly the reminders
-hivestream reconstructs from the plugin's log on a real ``hivestream serve``; the tools through the
-agent API (a stand-in with canned data, :mod:`tests.knowhub_api_stub`, whose URL is the only thing
-a run against a real serve changes); extraction off by default and, when on, a redacted body sent
-without the hook waiting; the client redactor against hivestream's own.
+newer than this machine's Node 20): on a real ``hivestream serve``, three sessions with the seed's
+reminders (at each run's first LLM call and every third), exactly the reminders hivestream
+reconstructs from the plugin's log, the tools answering through the agent API, extraction off by
+default (and refused 409 by a server without an extractor); the installed plugin; extraction, when
+on, sent redacted without the hook waiting, and the tools' errors when the API fails (both against
+:mod:`tests.knowhub_api_stub`, which holds and fails answers on purpose); the client redactor
+against hivestream's own.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import duckdb
 import pytest
 
 from streams.redaction.redact import RedactionMode, redact
+from tests.agent_api_cases import Api
 from tests.knowhub_api_stub import KnowHubStub
 from tests.serve_harness import REPO_ROOT, ServeProc
 
@@ -30,7 +33,17 @@ pytestmark = [pytest.mark.node, pytest.mark.skipif(shutil.which("node") is None,
 PLUGIN_DIR = REPO_ROOT / "hivestream" / "hooks" / "openclaw_knowhub"
 HOST = Path(__file__).resolve().parent / "openclaw_host.mjs"
 AGENT_TOKEN = "agent-token-for-the-plugin-tests-0123456789"
+REVIEW_TOKEN = "review-token-for-the-plugin-tests-0123456789"
+GATEWAY = "openclaw-1"
 A, B, C = ("oc-A", "agent-a"), ("oc-B", "agent-b"), ("oc-C", "agent-c")
+SEEDED = {
+    "kafka": ({"task": "Kafka consumer group keeps <b>rebalancing</b>\nunder load", "resource": "max.poll.interval.ms",
+               "result": "Raised max.poll.interval.ms to 600000; the rebalances stopped.", "confidence": 0.9}, "approved"),
+    "duckdb": ({"task": "DuckDB upsert applied one row of many", "resource": "INSERT ... ON CONFLICT",
+                "result": "Aggregate the batch by key before the upsert.", "confidence": 0.8}, "approved"),
+    "pip": ({"task": "pip install fails on a fresh runner", "resource": "setuptools", "result": "Pin setuptools>=77 in build-system.requires.",
+             "confidence": 0.7}, "pending"),
+}
 
 
 @pytest.fixture
@@ -38,6 +51,24 @@ def knowhub() -> Iterator[KnowHubStub]:
     stub = KnowHubStub()
     yield stub
     stub.close()
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[tuple[ServeProc, dict[str, str]]]:
+    """A serve whose tokens file gives the plugin's token the hooks and agent scopes, with the experiences of :data:`SEEDED` (their ids)."""
+    tokens = tmp_path / "tokens"
+    tokens.write_text(f"{GATEWAY} {AGENT_TOKEN} scopes=hooks,agent\nreviewer {REVIEW_TOKEN} scopes=review\n")
+    s = ServeProc(tmp_path / "kb.duckdb", "--tokens-file", str(tokens), "--snapshot-every", "0", "--no-report")
+    try:
+        agent, reviewer = Api(s.url, AGENT_TOKEN), Api(s.url, REVIEW_TOKEN)
+        ids: dict[str, str] = {}
+        for name, (body, status) in SEEDED.items():
+            ids[name] = agent.post("/api/submit", {**body, "agent_id": "seeder"}).json()["id"]
+            if status == "approved":
+                assert reviewer.post(f"/api/approve/{ids[name]}", {}).json()["status"] == "approved"
+        yield s, ids
+    finally:
+        s.stop()
 
 
 def run_host(tmp: Path, config: dict[str, Any], steps: list[dict[str, Any]], plugin_dir: Path = PLUGIN_DIR) -> dict[str, Any]:
@@ -68,10 +99,9 @@ def end(who: tuple[str, str], run: str, messages: list[Any] | None = None) -> di
 SUBMIT = {"task": "Kafka consumer kept rebalancing", "resource": "max.poll.interval.ms", "result": "Raised it to 600000; fixed.",
           "confidence": 0.8}
 RUN_MESSAGES = [{"role": "user", "content": "fix the consumer"}, {"role": "assistant", "content": "raised the poll interval"}]
-OWN_ID = "exp-new-3"  # the stub's id for the first submission (three canned experiences before it)
 
 
-def three_sessions() -> list[dict[str, Any]]:
+def three_sessions(ids: dict[str, str]) -> list[dict[str, Any]]:
     """Three sessions in the seed's order, interleaved: A runs twice (7 then 3 LLM calls), B once (4),
     C once (2, no agent_end yet); tools and another plugin's tool call between the calls."""
     return [
@@ -82,9 +112,9 @@ def three_sessions() -> list[dict[str, Any]]:
         llm(B, "b1"), llm(A, "a1"),
         tool(A, "a1", "kb_submit", SUBMIT, "t3"),
         llm(B, "b1"), end(B, "b1"), llm(A, "a1"),
-        tool(A, "a1", "kb_content", {"id": "exp-approved-1"}, "t4"),
-        tool(A, "a1", "kb_content", {"id": "exp-pending-1"}, "t5"),
-        tool(A, "a1", "kb_content", {"id": OWN_ID}, "t6"),
+        tool(A, "a1", "kb_content", {"id": ids["kafka"]}, "t4"),
+        tool(A, "a1", "kb_content", {"id": ids["pip"]}, "t5"),
+        tool(A, "a1", "kb_content", {"id": "$id:t3"}, "t6"),  # the id serve gave the submission
         tool(A, "a1", "kb_content", {"id": "no-such-id"}, "t7"),
         llm(A, "a1"), llm(A, "a1"), end(A, "a1", RUN_MESSAGES),
         llm(A, "a2"), llm(A, "a2"), llm(A, "a2"), end(A, "a2", RUN_MESSAGES),
@@ -111,15 +141,14 @@ def injected(report: dict[str, Any]) -> list[tuple[str, str, int]]:
     return [(i["session"], k, i["call"]) for i in report["injections"] for k in i["kinds"]]
 
 
-def test_reminders_equal_hivestreams_reconstruction_and_tools_answer_through_the_api(tmp_path: Path, knowhub: KnowHubStub) -> None:
-    db = tmp_path / "kb.duckdb"
-    serve = ServeProc(db, "--snapshot-every", "0", "--no-report")
-    try:
-        steps = three_sessions()
-        report = run_host(tmp_path, {"apiUrl": knowhub.url, "hooksUrl": serve.url, "submittedBy": "dana@example.org"}, steps)
-        serve.wait_applied()
-    finally:
-        assert serve.stop() == 0
+def test_reminders_equal_hivestreams_reconstruction_and_tools_answer_through_the_api(tmp_path: Path,
+                                                                                    served: tuple[ServeProc, dict[str, str]]) -> None:
+    serve, ids = served
+    steps = three_sessions(ids)
+    report = run_host(tmp_path, {"apiUrl": serve.url, "submittedBy": "dana"}, steps)
+    serve.wait_applied()
+    reviewer = Api(serve.url, REVIEW_TOKEN)
+    pending = reviewer.get("/api/pending").json()["results"]
     assert report["tools"] == ["kb_search", "kb_submit", "kb_content"]
     assert report["hooks"] == ["after_tool_call", "agent_end", "before_prompt_build"]
     # the seed's cadence: a start reminder at each run's first call, one on every third call, per session
@@ -127,40 +156,52 @@ def test_reminders_equal_hivestreams_reconstruction_and_tools_answer_through_the
     assert injected(report) == [(A[0], "start", 1), (B[0], "start", 1), (A[0], "periodic", 3), (B[0], "periodic", 3), (A[0], "periodic", 6),
                                 (A[0], "start", 1), (A[0], "periodic", 3), (C[0], "start", 1)]
     assert all("<knowhub-guidance>" in i["system"] and "kb_search" in i["system"] for i in report["injections"])
-    # hivestream, replaying the plugin's log, says the plugin injected exactly these
-    con = duckdb.connect(str(db), read_only=True)
-    try:
-        rows = con.execute("SELECT session_key, trigger, llm_call, agent_id FROM kb_telemetry WHERE kind = 'reminder'").fetchall()
-        searches = con.execute("SELECT count(*) FROM kb_telemetry WHERE kind IN ('search', 'content')").fetchone()
-        submissions = con.execute("SELECT count(*) FROM experience_submissions").fetchone()
-    finally:
-        con.close()
-    mine = Counter((s, "before_agent_start" if k == "start" else "before_prompt_build", 0 if k == "start" else n) for s, k, n in injected(report))
-    assert Counter((s, t, n) for s, t, n, _a in rows) == mine
-    assert {(s, a) for s, _t, _n, a in rows} == {(A[0], A[1]), (B[0], B[1]), (C[0], C[1])}
-    # the kb calls went through the API, which records them: the plugin log does not count them again
-    assert searches == (0,) and submissions == (0,)
-    # the tools, through the API (the agent token from HIVESTREAM_AGENT_TOKEN)
-    [search] = knowhub.requests("/api/search")
-    assert search.query == {"q": "consumer group rebalancing", "limit": "5"} and search.auth == f"Bearer {AGENT_TOKEN}"
+    # the tools, through serve's agent API with the agent token from HIVESTREAM_AGENT_TOKEN
     res = {r["id"]: r for r in report["toolResults"]}
     text = res["t1"]["text"]
-    assert "untrusted historical data" in text and "[exp-approved-1] Kafka consumer group keeps &lt;b&gt;rebalancing&lt;/b&gt;" in text
+    assert "untrusted historical data" in text and f"[{ids['kafka']}] Kafka consumer group keeps &lt;b&gt;rebalancing&lt;/b&gt;" in text
     assert text.startswith('<knowhub-experiences trust="untrusted">') and "<b>" not in text
     assert "600000" not in text  # an index: titles, not bodies
-    assert [r["id"] for r in res["t1"]["details"]["results"]] == ["exp-approved-1"]
-    [submit] = knowhub.requests("/api/submit")
-    assert submit.body == {**SUBMIT, "agent_id": A[1], "submitted_by": "dana@example.org", "session_key": A[0]}
-    assert res["t3"]["text"].startswith(f"Submitted to KnowHub as {OWN_ID}: pending")
+    assert [r["id"] for r in res["t1"]["details"]["results"]] == [ids["kafka"]]  # approved only: not the pending one
+    own = res["t3"]["details"]["id"]
+    assert res["t3"]["text"] == f"Submitted to KnowHub as {own}: pending (a reviewer approves it before search finds it)."
+    mine = next(p for p in pending if p["id"] == own)
+    assert mine["task"] == SUBMIT["task"] and A[1] in mine["agents"]
     full = res["t4"]["text"]
-    assert full.startswith('<knowhub-experience id="exp-approved-1" trust="untrusted">') and "untrusted historical data" in full
+    assert full.startswith(f'<knowhub-experience id="{ids["kafka"]}" trust="untrusted">') and "untrusted historical data" in full
     assert "Result: Raised max.poll.interval.ms to 600000" in full and "&lt;b&gt;" in full
     assert "shown once a reviewer approves it" in res["t5"]["text"] and "setuptools" not in res["t5"]["text"]
     assert "Task: Kafka consumer kept rebalancing" in res["t6"]["text"]  # its writer reads its own pending submission
     assert "has no experience" in res["t7"]["text"] and res["t7"]["details"] == {"error": True}
     # extraction is off by default: nothing was sent to /api/extract
-    assert knowhub.requests("/api/extract") == []
+    assert not [o for o in report["order"] if "/api/extract" in o]
     assert not [m for lvl, m in report["logs"] if lvl in ("warn", "error")], report["logs"]
+    # hivestream, replaying the plugin's log, says the plugin injected exactly these
+    serve.stop()
+    with duckdb.connect(str(serve.db), read_only=True) as con:
+        rows = con.execute("SELECT session_key, trigger, llm_call, agent_id FROM kb_telemetry WHERE kind = 'reminder'").fetchall()
+        reads = con.execute("SELECT kind, agent_id, coalesce(query, experience_ref) FROM kb_telemetry WHERE kind IN ('search', 'content') "
+                            "ORDER BY event_time_ms").fetchall()
+        submissions = con.execute("SELECT agent_id, count(*) FROM experience_submissions GROUP BY agent_id ORDER BY agent_id").fetchall()
+    plugin = Counter((s, "before_agent_start" if k == "start" else "before_prompt_build", 0 if k == "start" else n) for s, k, n in injected(report))
+    assert Counter((s, t, n) for s, t, n, _a in rows) == plugin
+    assert {(s, a) for s, _t, _n, a in rows} == {(A[0], A[1]), (B[0], B[1]), (C[0], C[1])}
+    # each kb call is recorded once, by the API it went through (the plugin's log does not count it again)
+    assert reads == [("search", GATEWAY, "consumer group rebalancing"), ("content", GATEWAY, ids["kafka"]), ("content", GATEWAY, ids["pip"]),
+                     ("content", GATEWAY, own), ("content", GATEWAY, "no-such-id")]
+    assert submissions == [(A[1], 1), ("seeder", 3)]
+
+
+def test_extraction_stays_off_unless_the_server_has_an_extractor(tmp_path: Path, served: tuple[ServeProc, dict[str, str]]) -> None:
+    serve, _ids = served
+    steps = [llm(A, "a1"), end(A, "a1", RUN_MESSAGES), {"op": "stop"}]
+    report = run_host(tmp_path, {"apiUrl": serve.url, "enableServerExtraction": True}, steps)
+    assert "fetch-settled POST /api/extract" in report["order"]  # asked, since the plugin was told to
+    warns = [m for lvl, m in report["logs"] if lvl == "warn"]
+    assert [w for w in warns if "extraction not requested" in w] == [
+        "hivestream-knowhub: extraction not requested: KnowHub answered 409 extraction_disabled: this server has no extractor "
+        "(HIVESTREAM_KB_EXTRACTION_ENABLED is off)"]
+    assert AGENT_TOKEN not in json.dumps(report)
 
 
 SECRET = "sk-proj-" + "Zq7Lm2Vx9Rt4Wb8Kc3Hd6Jf1Ng5Ps0Yu"  # invented, in the OpenAI key shape
@@ -283,18 +324,22 @@ def test_the_client_redactor_finds_what_hivestreams_strict_rules_find(tmp_path: 
     assert got["defaults"] == {k: p["default"] for k, p in schema.items()}
 
 
-def test_the_installed_plugin_loads_and_answers(tmp_path: Path, knowhub: KnowHubStub) -> None:
+def test_the_installed_plugin_loads_and_answers(tmp_path: Path, served: tuple[ServeProc, dict[str, str]]) -> None:
     from hivestream.hooks.openclaw_plugin import PLUGIN_ID, apply_plugin
 
-    assert apply_plugin(install=True, url=knowhub.url, scope="user", dry_run=False, home=tmp_path, env={}) == 0
+    serve, ids = served
+    assert apply_plugin(install=True, url=serve.url, scope="user", dry_run=False, home=tmp_path, env={}) == 0
     installed = tmp_path / ".openclaw" / "extensions" / PLUGIN_ID
     config = json.loads((tmp_path / ".openclaw" / "openclaw.json").read_text())["plugins"]["entries"][PLUGIN_ID]["config"]
     steps = [llm(A, "a1"), tool(A, "a1", "kb_search", {"query": "duckdb upsert", "limit": 1}, "t1"), end(A, "a1"), {"op": "stop"}]
     report = run_host(tmp_path, config, steps, plugin_dir=installed)
-    assert "[exp-approved-2] DuckDB upsert applied one row of many" in report["toolResults"][0]["text"]
-    assert knowhub.requests("/api/search")[0].query == {"q": "duckdb upsert", "limit": "1"}
-    assert [ln["hook"] for ln in knowhub.hook_lines] == ["before_agent_start", "before_prompt_build", "agent_end"]
-    # not sharing: a search reads this agent's own experiences only
+    assert f"[{ids['duckdb']}] DuckDB upsert applied one row of many" in report["toolResults"][0]["text"]
+    # not sharing: a search reads this agent's own experiences only (the seeded ones are another agent's)
     report = run_host(tmp_path, {**config, "shareExperiences": False}, steps[1:2], plugin_dir=installed)
-    assert knowhub.requests("/api/search")[1].query == {"q": "duckdb upsert", "limit": "1", "agent_id": A[1]}
     assert "no approved experience" in report["toolResults"][0]["text"]
+    serve.stop()
+    with duckdb.connect(str(serve.db), read_only=True) as con:
+        searches = con.execute("SELECT query, agent_filter FROM kb_telemetry WHERE kind = 'search' ORDER BY event_time_ms").fetchall()
+        hooks = con.execute("SELECT trigger FROM kb_telemetry WHERE kind = 'reminder'").fetchall()
+    assert searches == [("duckdb upsert", None), ("duckdb upsert", A[1])]
+    assert hooks == [("before_agent_start",)]  # the plugin's log reached serve: its one start reminder

@@ -49,8 +49,8 @@ def test_empty_file_says_no_data_yet(tmp_path: Path) -> None:
     res = CliRunner().invoke(app, ["report", "--db", str(empty), "--out", str(tmp_path / "r.html")])
     assert res.exit_code == 0, res.output
     page = (tmp_path / "r.html").read_text()
-    assert 'id="no-data"' in page and page.count("no data yet") >= N_CHARTS + 1
-    assert set(states(page).values()) == {"empty"} and len(states(page)) == N_CHARTS + 1
+    assert 'id="no-data"' in page and page.count("no data yet") >= N_CHARTS + 2
+    assert set(states(page).values()) == {"empty"} and len(states(page)) == N_CHARTS + 2
     # an empty schema (a projector that has not applied anything yet) reads the same
     con = duckdb.connect(str(tmp_path / "schema.duckdb"))
     for stmt in DDL:
@@ -66,8 +66,9 @@ def test_full_report_is_self_contained(tmp_path: Path) -> None:
     res = CliRunner().invoke(app, ["report", "--db", str(frames), "--kb-db", str(kb), "--stubs-db", str(stubs), "--out", str(out)])
     assert res.exit_code == 0, res.output
     page = out.read_text()
-    assert states(page) == {**{k: "plot" for k in states(page) if k != "top-frames"}, "top-frames": "table"}
-    assert len(states(page)) == N_CHARTS + 1
+    tables = {"top-frames", "memory-use"}
+    assert states(page) == {**{k: "plot" for k in states(page) if k not in tables}, **dict.fromkeys(tables, "table")}
+    assert len(states(page)) == N_CHARTS + 2
     assert external_references(page) == []
     assert page.count("<script") == 1 + N_CHARTS  # the inlined plotly bundle, then one script per chart, no <script src>
     assert "no data yet" not in page

@@ -138,7 +138,7 @@ def test_the_nightly_refresh_puts_its_events_on_the_log(tmp_path: Path) -> None:
     import asyncio
     import threading
 
-    from hivestream.serve.stubs_live import start_nightly
+    from hivestream.services.stub_serve import start_nightly
     from hivestream.services.stubs import StubService
     from streams.stubs.events import StubUpserted, encode_embedding
     from streams.stubs.live import LiveStubs

@@ -28,13 +28,19 @@ def ingest(
     access_log: Annotated[bool, typer.Option("--access-log", help="log one line per request")] = False,
     reuse_port: Annotated[bool, typer.Option("--reuse-port", help="SO_REUSEPORT: several ingest processes share --port (each its own --spool-dir)")] = False,
     metrics_auth: Annotated[bool, typer.Option("--metrics-auth", help="GET /metrics needs a bearer token of --tokens-file")] = False,
+    db: Annotated[Path | None, typer.Option("--db", help="the projection `kb project` keeps (its snapshot answers the agent API /api/*; "
+                                            "without it the agent routes are not served)")] = None,
+    frames_db: Annotated[Path | None, typer.Option("--frames-db", help="the frames projection `project` keeps, for /api/memory/search "
+                                                   "(default: --db)")] = None,
+    max_staleness_s: Annotated[float, typer.Option("--max-staleness", help="oldest snapshot the agent API answers from (seconds; "
+                                                   "older: 503 stale)")] = 60.0,
     bootstrap: BootstrapOpt = None,
     kafka_config: KafkaConfigOpt = None,
     namespace: NamespaceOpt = None,
     partitions: PartitionsOpt = None,
     replication_factor: ReplicationOpt = None,
 ) -> None:
-    """HTTP server for live hook events: POST /v1/hooks/{runtime}, GET /healthz, GET /metrics.
+    """HTTP server for live hook events: POST /v1/hooks/{runtime}, GET /healthz, GET /metrics; with --db the agent API /api/*.
 
     A Kafka setting that cannot work (an unreadable properties file, an unknown mechanism) stops it
     at start; a broker it cannot reach or authenticate to does not: it serves, spools and logs the
@@ -51,6 +57,7 @@ def ingest(
         numbers.bound_for_bodies("--spool-max-bytes", spool_max_bytes, max_body_bytes)
         numbers.seconds("--read-timeout", read_timeout_s, zero=False)
         numbers.seconds("--produce-timeout", produce_timeout_s, zero=False)
+        numbers.seconds("--max-staleness", max_staleness_s, zero=False)
     except numbers.BadOption as e:
         print(f"error: {e}", file=sys.stderr)
         raise typer.Exit(2) from None
@@ -87,8 +94,13 @@ def ingest(
     def ready(p: int) -> None:
         print(f"hivestream ingest: listening on http://{host}:{p}", file=sys.stderr, flush=True)
 
+    mount = None
+    if db is not None:
+        from hivestream.api.mounts import for_ingest
+
+        mount = for_ingest(KbSettings(), db, frames_db, max_staleness_s)
     try:
-        run(cfg, ready)
+        run(cfg, ready, mount)
     except (ConfigError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
         raise typer.Exit(2) from e

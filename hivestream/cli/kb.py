@@ -41,13 +41,12 @@ from hivestream.cli.kafka_opts import (
 from hivestream.embedded.kb_events import event_log
 from projections.experiences.queries import KB_QUERIES, KB_REVIEW_QUERIES
 from projections.reading import open_for_reading
-from streams.experiences.events import ExperienceReviewed, KbEvent, kb_key
+from streams.experiences.events import KbEvent
 from streams.experiences.settings import KbSettings
 from streams.model.deadletter import RejectedInput
-from streams.model.events import stable_id
 
 if TYPE_CHECKING:
-    from streams.experiences.search import SearchDoc
+    pass
 
 # streams.experiences.build (the injection and redaction tables) and streams.experiences.search
 # (bm25s, numpy) are imported by the commands that use them: together ~0.4 s of every command's start-up
@@ -105,47 +104,25 @@ def _named(db: Path, name: str, *, stale_only: bool = False) -> list[tuple[Any, 
 
 
 def _emit(ev: KbEvent, db: Path, kafka: bool, bootstrap: str | None, namespace: str | None, kafka_config: Path | None = None) -> str:
-    """Produce ``ev`` to Kafka, send it through the serve holding ``db``, or append it to ``db``'s
-    own event log and apply it; returns where it went (exits 2 with one line when it went nowhere)."""
+    """Produce ``ev`` to Kafka, or send it through the serve holding ``db``, or append it to ``db``'s
+    own event log (:mod:`hivestream.services.emit`); returns where it went (exits 2 with one line when it went nowhere)."""
+    from hivestream.services.emit import NotEmitted, emit_to_file, emit_to_kafka
+
     if kafka:
         from streams.kafka.topics import Topics
-        from streams.produce.producer import make_producer
 
         s = kafka_settings(namespace, None)
         conn = kafka_connection(bootstrap, kafka_config)
         t = Topics(s.topic_namespace)
         create_topics(conn, s, t.specs(s.partitions))
-        p = make_producer(conn, client_id="hivestream-kb")
-        try:
-            p.send(t.experience_events, key=kb_key(ev), value=ev.model_dump_json().encode()).get(timeout=30)
-        finally:
-            p.close()
-        return t.experience_events
-    from hivestream.embedded.kb_events import CannotOpen, LogShortened, NotApplied, append_event
-    from hivestream.serve.event_client import NotSent, running_serve, send
-
+        return emit_to_kafka(ev, conn, t).where
     try:
-        done = append_event(db, ev.model_dump_json().encode())
-    except CannotOpen as e:  # held: by a serve (the event goes through it), or by another process
-        note = running_serve(db)
-        if note is None:
-            _fail(f"cannot open {db} ({e}) and no running hivestream serve names it in {db}.serve: nothing was written (if `hivestream "
-                  f"kb project` holds it, send the event with --kafka; else retry when the process holding it is done)")
-        try:
-            sent = send(db, note, ev.model_dump_json().encode(), review=isinstance(ev, ExperienceReviewed))
-        except NotSent as ns:
-            _fail(str(ns))
-        return (f"hivestream serve (pid {sent.pid}), applied" if sent.applied else
-                f"hivestream serve (pid {sent.pid}): durable in its log, not applied yet (its loop is behind; it applies it in order)")
-    except (LogShortened, NotApplied, OSError) as e:
+        done = emit_to_file(ev, db)
+    except NotEmitted as e:
         _fail(str(e))
-    except duckdb.Error as e:
-        _fail(f"{db} could not apply the event; it is in {event_log(db)} and `hivestream kb run {event_log(db)} --db {db}` applies it: "
-              f"{type(e).__name__}: {str(e).splitlines()[0]}")
-    if done.torn_bytes:
-        err.print(Text.assemble(("note: ", "yellow"), f"the last line of {done.log} had no line end ({done.torn_bytes} bytes: a write cut by a "
-                                f"crash); it stays a line of its own (dead-lettered unless it is a whole event) and so does this event"), soft_wrap=True)
-    return str(done.log)
+    if done.note:
+        err.print(Text.assemble(("note: ", "yellow"), done.note), soft_wrap=True)
+    return done.where
 
 
 @kb_app.command()
@@ -228,6 +205,8 @@ def project(
     replication_factor: ReplicationOpt = None,
     idle_exit_s: Annotated[float | None, typer.Option("--idle-exit", help="stop after this many seconds without records")] = None,
     until_caught_up: Annotated[bool, typer.Option("--until-caught-up", help="stop at the end offsets seen at start")] = False,
+    snapshot_every_s: Annotated[float, typer.Option("--snapshot-every", help="seconds between published snapshots (the agent API "
+                                                    "of `ingest --db` reads them; 0: none)")] = 2.0,
 ) -> None:
     """Kafka: project experience-events and kb-dead-letter into the KnowHub tables (one transaction per batch with the offsets)."""
     from projections.experiences.projector import KbProjector
@@ -244,7 +223,7 @@ def project(
     except duckdb.IOException as e:
         _fail(f"cannot open {db}: {e}")
     try:
-        proj = KbProjector(sink, conn, t.experience_events, t.kb_dead_letter, KbSettings())
+        proj = KbProjector(sink, conn, t.experience_events, t.kb_dead_letter, KbSettings(), snapshot_every_s=max(0.0, snapshot_every_s))
         try:
             rep = proj.run(until_caught_up=until_caught_up, idle_exit_s=idle_exit_s, should_stop=should_stop)
         finally:
@@ -270,14 +249,11 @@ def submit(
     namespace: NamespaceOpt = None,
 ) -> None:
     """Submit an experience directly (redacted, checked for prompt injection, deduplicated like any other)."""
-    from streams.experiences.build import build_experience
+    from hivestream.services.experiences import submission
 
-    s = KbSettings()
     fields: dict[str, Any] = {"task": task, "resource": resource, "result": result, "confidence": confidence}
-    now = int(time.time() * 1000)
     try:
-        ev = build_experience(fields, event_id=stable_id("cli-submit", now, task, result), event_time_ms=now, settings=s, agent_id=agent_id,
-                              submitted_by=submitted_by, source_tool="cli", runtime="cli")
+        ev = submission(fields, KbSettings(), agent_id=agent_id, submitted_by=submitted_by, now_ms=int(time.time() * 1000))
     except RejectedInput as e:
         _fail(f"not submitted: {e.detail}")
     where = _emit(ev, db, kafka, bootstrap, namespace, kafka_config)
@@ -308,12 +284,11 @@ def pending(
 
 def _resolve(db: Path, given: str) -> str:
     """The full id of the experience ``given`` names: the id itself or a unique prefix (as ``kb pending`` prints it)."""
-    prefix = given.rstrip("…")
-    found = [str(r[0]) for r in _named(db, "experience-ids", stale_only=True) if str(r[0]).startswith(prefix)][:5]
-    if given in found:
-        return given
+    from hivestream.services.experiences import resolve_id
+
+    found = resolve_id(lambda name: _named(db, name, stale_only=True), given)
     if len(found) == 1:
-        return str(found[0])
+        return found[0]
     if not found:
         _fail(f"no experience {given!r} in {db} (see `hivestream kb pending --db {db}`)")
     _fail(f"{given!r} names several experiences ({', '.join(found)}, ...): give more of the id")
@@ -321,15 +296,12 @@ def _resolve(db: Path, given: str) -> str:
 
 def _review(experience_id: str, decision: str, reason: str, reviewer: str, db: Path, kafka: bool, bootstrap: str | None, namespace: str | None,
             kafka_config: Path | None) -> None:
-    from streams.experiences.build import safe_text
+    from hivestream.services.experiences import review_event
 
     if not kafka or db.exists():
         experience_id = _resolve(db, experience_id)
-    mode = KbSettings().privacy_mode
-    now = int(time.time() * 1000)
     try:
-        ev = ExperienceReviewed(event_id=stable_id("review", experience_id, decision, now), event_time_ms=now, experience_id=experience_id,
-                                decision=decision, reviewer=safe_text(reviewer, mode), reason=safe_text(reason, mode))  # type: ignore[arg-type]
+        ev = review_event(experience_id, decision, reason, reviewer, KbSettings(), int(time.time() * 1000))
     except ValidationError as e:
         _fail(f"invalid review: {e.errors()[0]['loc'][0]}: {e.errors()[0]['msg']}")
     where = _emit(ev, db, kafka, bootstrap, namespace, kafka_config)
@@ -395,14 +367,6 @@ def repair_log(db: DbOpt = Path("hivestream.duckdb")) -> None:
         out.print(f"nothing to repair: {event_log(db)} holds every line {db} applied of it ({applied})", soft_wrap=True)
 
 
-def load_docs(db: Path) -> list[SearchDoc]:
-    """Every experience of ``db`` as a :class:`SearchDoc` (from the serve holding ``db`` when one does)."""
-    from streams.experiences.search import SearchDoc
-
-    rows = _named(db, "search-docs")
-    return [SearchDoc(i, t, r, res, s, tuple(a)) for i, t, r, res, s, a in rows]
-
-
 @kb_app.command("search")
 def search_cmd(
     query: Annotated[str, typer.Argument(help="what to look for")],
@@ -413,9 +377,10 @@ def search_cmd(
     include_quarantined: Annotated[bool, typer.Option("--include-quarantined", help="also search quarantined experiences")] = False,
 ) -> None:
     """Rank approved experiences by BM25 relevance (quarantined ones only when asked)."""
-    from streams.experiences.search import format_json, format_prompt, search
+    from hivestream.services.experiences import search_named
+    from streams.experiences.search import format_json, format_prompt
 
-    hits = search(load_docs(db), query, k=k, agent_id=agent_id, include_quarantined=include_quarantined)
+    hits = search_named(lambda name: _named(db, name), query, k=k, agent_id=agent_id, include_quarantined=include_quarantined)
     if fmt is SearchFormat.JSON:
         sys.stdout.write(format_json(hits) + "\n")
     elif fmt is SearchFormat.PROMPT:

@@ -12,7 +12,7 @@ import typer
 from streams.model.body_hash import KeyStrategy
 
 if TYPE_CHECKING:
-    from hivestream.serve.stubs_live import StubsLive
+    from hivestream.services.stub_serve import StubsLive
 
 DAY_MS = 86_400_000
 
@@ -74,7 +74,7 @@ def serve(
             parse_at(stub_refresh_at)
         except ValueError as e:
             raise _fail(f"--stub-refresh-at: {e}") from None
-    from hivestream.serve.stubs_live import StubsLive
+    from hivestream.services.stub_serve import StubsLive
 
     live = StubsLive(budget_s=stub_budget_s, refresh_at=None if stub_refresh_at == "off" else stub_refresh_at) if stubs_live else None
 
@@ -96,11 +96,13 @@ def _serve(db: Path, log_dir: Path, host: str, port: int, tokens_file: Path | No
 
     import duckdb
 
+    from hivestream.api.mounts import for_serve
     from hivestream.ingest.server import ConfigError, IngestConfig
     from hivestream.serve.app import ServeConfig, run
     from hivestream.serve.follower import FollowerOptions
     from hivestream.serve.log_writer import LogBusy, Retention
     from hivestream.serve.publisher import PublishOptions
+    from hivestream.services.stub_serve import ServeStubs
     from projections.duck_file import first_line, held_by_another
     from projections.frames.sink import MetaMismatch
     from streams.experiences.extract import ChatClient
@@ -129,7 +131,8 @@ def _serve(db: Path, log_dir: Path, host: str, port: int, tokens_file: Path | No
     cfg = ServeConfig(http=http, db=db, log_dir=log_dir, log_max_bytes=log_max_bytes,
                       follower=FollowerOptions(retention=retention),
                       publish=PublishOptions(snapshot_every_s=snapshot_every_s, report=report_path, report_every_s=report_every_s),
-                      settings=settings, kb_settings=kbs, stubs_live=live)
+                      settings=settings, kb_settings=kbs, api=for_serve(kbs, db),
+                      stubs_live=None if live is None else ServeStubs(live))
     completer = None
     if kbs.extraction_enabled:
         try:

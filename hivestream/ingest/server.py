@@ -22,9 +22,9 @@ so the size limit and the slow-client timeout apply while reading). Routes:
   (``spool_full``, ``disk_full``, ``spool_error``: see :meth:`DurableSink.health`).
 * ``GET /metrics``: Prometheus text (:mod:`hivestream.ingest.metrics`); with ``metrics_auth``
   only for a bearer token of the tokens file.
-* ``/mcp`` when the server is given an agent API: the MCP tools over streamable HTTP
-  (:mod:`hivestream.mcp.http_mount`), for a token with the ``agent`` scope (``401`` without a
-  valid token, ``403`` without the scope); open on a loopback server without tokens.
+* what ``mount`` adds: the agent API ``/api/*`` and ``/mcp`` (:mod:`hivestream.api.mounts`), each
+  route checked by :meth:`IngestApp.authorize` (``401`` without a valid token, ``403`` without the
+  scope it needs; a loopback server without tokens lets its one local user post hooks and use the agent API).
 
 Tokens are never logged; the access log is off unless asked for. The event loop is uvloop's (libuv)
 when it is installed (a dependency), and answers are serialised by orjson. ``reuse_port`` lets
@@ -43,7 +43,7 @@ import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import orjson
 from aiohttp import web
@@ -55,7 +55,7 @@ from hivestream.ingest.refusal import SinkFull
 from hivestream.ingest.repeats import RepeatedLines
 from hivestream.ingest.sink import DurableSink
 from hivestream.ingest.spool import Spool, default_spool_dir
-from streams.ingest.auth import DEFAULT_SCOPES, Grant, Scope, TokenTable, bearer_digest, is_loopback
+from streams.ingest.auth import LOCAL_SCOPES, Grant, Scope, TokenTable, bearer_digest, is_loopback
 from streams.ingest.content_encoding import BadEncoding, DecodedTooLarge, decode_body
 from streams.ingest.hook_output import RUNTIME_HOOK_HEADER, hook_output
 from streams.ingest.payloads import ROUTE_RUNTIMES, Accepted, Item, Rejected, body_dead_letter, process, request_source, split_body
@@ -65,13 +65,10 @@ from streams.model.clock import wall_clock_ms
 from streams.model.deadletter import MAX_ORIGINAL_BYTES, DeadLetter, Reason, RejectedInput
 from streams.redaction.redact import RedactionMode
 
-if TYPE_CHECKING:
-    from hivestream.mcp.agent_api import AgentApi
-
 log = logging.getLogger("hivestream.ingest")
 LOCAL_GATEWAY = "local"
 """Gateway id of requests on a loopback server started without tokens."""
-LOCAL_REVIEW_SCOPES = frozenset({Scope.HOOKS, Scope.REVIEW})
+LOCAL_REVIEW_SCOPES = LOCAL_SCOPES | {Scope.REVIEW}
 """The scopes of a request bearing :attr:`IngestConfig.review_token`."""
 
 
@@ -187,16 +184,15 @@ def new_request_id() -> str:
 
 class IngestApp:
     """The request handlers around one :class:`~hivestream.ingest.record_sink.RecordSink` (``ingest``: the
-    Kafka sink; ``serve``: the local hook-event log) and, given ``agent_api``, ``/mcp`` over it; given
-    ``door`` (:class:`~hivestream.ingest.door.Door`), a Claude Code or Codex prompt is matched against
-    the memory stubs (:class:`~hivestream.services.stub_door.StubDoor`): its ``stub-events`` records are made durable
-    with the hook's, and the answer carries the context (the hook output's ``additionalContext`` for a
-    runtime's own hook, ``"additional_context"`` in the verdict for the command hook)."""
+    Kafka sink; ``serve``: the local hook-event log); given ``door``
+    (:class:`~hivestream.ingest.door.Door`), a Claude Code or Codex prompt is matched against the
+    memory stubs (:class:`~hivestream.services.stub_door.StubDoor`): its ``stub-events`` records are
+    made durable with the hook's, and the answer carries the context (the hook output's
+    ``additionalContext`` for a runtime's own hook, ``"additional_context"`` in the verdict for the command hook)."""
 
     def __init__(self, cfg: IngestConfig, sink: RecordSink, metrics: IngestMetrics, now_ms: Callable[[], int] = wall_clock_ms,
-                 agent_api: AgentApi | None = None, door: Door | None = None) -> None:
+                 door: Door | None = None) -> None:
         self.cfg = cfg
-        self.agent_api = agent_api
         self.door = door
         self.sink = sink
         self.metrics = metrics
@@ -235,25 +231,31 @@ class IngestApp:
         return self._answer(status, {"error": str(err.reason), "detail": err.detail[:500], "dead_lettered": 1,
                                      "truncated": original_len > MAX_ORIGINAL_BYTES})
 
-    def _grant(self, request: web.Request) -> Grant | None:
+    def grant(self, request: web.Request) -> Grant | None:
+        """Who ``request`` is and what it may do (the tokens file's line of its bearer token); on a
+        loopback server without tokens the one local user (:data:`~streams.ingest.auth.LOCAL_SCOPES`,
+        and review with serve's review token); ``None`` for a missing or unknown token."""
         header = request.headers.get("Authorization")
         if not self._no_tokens:
             return self.cfg.tokens.grant_for(header)
         if self._review_digest is not None and hmac.compare_digest(bearer_digest(header) or b"", self._review_digest):
             return Grant(LOCAL_GATEWAY, LOCAL_REVIEW_SCOPES)
-        return Grant(LOCAL_GATEWAY, DEFAULT_SCOPES)
+        return Grant(LOCAL_GATEWAY, LOCAL_SCOPES)
 
-    def agent_grant(self, request: web.Request) -> Grant | web.Response:
-        """Who may use the agent API: the request's grant when it has the ``agent`` scope (any
-        request on a loopback server without tokens), else the ``401``/``403`` to answer, one line."""
-        grant = self._grant(request)
+    def authorize(self, request: web.Request, *need: Scope, hint: str = "") -> Grant | web.Response:
+        """The request's grant when it holds one of ``need`` (the agent API's routes and ``/mcp``);
+        else the ``401`` (no or unknown token) or ``403`` to answer: one line naming the path, the
+        scope it needs (and ``hint``: how to get it) and the scopes the token has, never the token."""
+        grant = self.grant(request)
         if grant is None:
             return self._reject(401, "unauthorized", "missing or unknown bearer token", {"WWW-Authenticate": 'Bearer realm="hivestream"'})
-        if self._no_tokens or Scope.AGENT in grant.scopes:
+        if set(need) & grant.scopes:
             return grant
         has = ", ".join(sorted(grant.scopes)) or "none"
-        log.info("refused a request (HTTP 403): gateway %s lacks the agent scope", grant.gateway_id)
-        return self._reject(403, "forbidden", f"the agent API needs a token with the agent scope (the token of gateway {grant.gateway_id!r} has: {has})")
+        want = " or ".join(s.value for s in need)
+        log.info("refused %s %s (HTTP 403): gateway %s lacks the %s scope", request.method, request.path, grant.gateway_id, want)
+        return self._reject(403, "forbidden", f"{request.path} needs the {want} scope{f' ({hint})' if hint else ''}; the token of gateway "
+                                              f"{grant.gateway_id!r} has: {has}")
 
     def _forbidden(self, grant: Grant, missing: set[Scope]) -> web.Response:
         """``403``: the request's token lacks ``missing``; one line saying which authority would do."""
@@ -312,7 +314,7 @@ class IngestApp:
             the body limit, ``408`` past the read timeout, ``400`` (dead-lettered) for a body that does
             not decode or split, ``404`` (dead-lettered) with ``refuse``, ``503`` when a dead letter cannot be made durable.
         """
-        grant = self._grant(request)
+        grant = self.grant(request)
         if grant is None:
             return await self._unread(request, self._reject(401, "unauthorized", "missing or unknown bearer token",
                                                             {"WWW-Authenticate": 'Bearer realm="hivestream"'}))
@@ -402,10 +404,10 @@ class IngestApp:
         context for the OpenClaw plugin's ``before_prompt_build``, ``{"prependContext": TEXT}`` (``""`` when none,
         and ``"why_none"``); the match's stub events are made durable first. ``409 stubs_live_off`` without a stub
         door; ``400`` for a bad body; ``503`` when the events cannot be made durable."""
-        grant = self._grant(request)
+        grant = self.grant(request)
         if grant is None:
             return self._reject(401, "unauthorized", "missing or unknown bearer token", {"WWW-Authenticate": 'Bearer realm="hivestream"'})
-        if Scope.AGENT not in grant.scopes and not self._no_tokens:
+        if Scope.AGENT not in grant.scopes:
             return self._reject(403, "forbidden", f"stub matching needs a token with the agent scope (gateway {grant.gateway_id!r} has not)")
         if self.door is None:
             return self._reject(409, "stubs_live_off", "this server matches no memory stubs (serve without --no-stubs-live, with an embedder)")
@@ -453,11 +455,6 @@ class IngestApp:
         app.router.add_post("/api/stubs/match", self.stub_match)
         app.router.add_get("/healthz", self.healthz)
         app.router.add_get("/metrics", self.metrics_text)
-        if self.agent_api is not None:
-            from hivestream.mcp.http_mount import McpEndpoint  # the MCP SDK only where an agent API is served
-
-            McpEndpoint(self.agent_api, self.agent_grant, host=self.cfg.host, max_body_bytes=self.cfg.max_body_bytes,
-                        read_timeout_s=self.cfg.read_timeout_s).add_to(app)
         return app
 
 
@@ -483,8 +480,8 @@ def make_sink(cfg: IngestConfig, metrics: IngestMetrics) -> DurableSink:
 
 
 async def serve(cfg: IngestConfig, stop: asyncio.Event, on_ready: Callable[[int], None] | None = None,
-                sink: RecordSink | None = None, name: str = "ingest", agent_api: AgentApi | None = None,
-                app: type[IngestApp] = IngestApp, door: Door | None = None) -> None:
+                sink: RecordSink | None = None, name: str = "ingest", app: type[IngestApp] = IngestApp,
+                mount: Callable[[web.Application, IngestApp], None] | None = None, door: Door | None = None) -> None:
     """Run the server until ``stop`` is set; then stop accepting and close the sink (flush and seal the spool).
 
     Args:
@@ -494,8 +491,8 @@ async def serve(cfg: IngestConfig, stop: asyncio.Event, on_ready: Callable[[int]
         sink: where accepted records go (default :func:`make_sink`'s Kafka sink; ``serve``
             passes its local log); closed when the server stops.
         name: the command's name in log lines.
-        agent_api: the agent API ``/mcp`` serves (``None``: no ``/mcp``).
         app: the request handlers' class (``serve`` passes :class:`IngestApp` with its own routes added).
+        mount: adds more routes to the application (the agent API and ``/mcp``, :func:`hivestream.api.routes.mounter`).
         door: the memory stubs' front door (``None``: prompts are not matched).
 
     Raises:
@@ -509,8 +506,11 @@ async def serve(cfg: IngestConfig, stop: asyncio.Event, on_ready: Callable[[int]
     note = sink.startup_note()
     if note:
         log.info("%s", note)
-    handlers = app(cfg, sink, metrics, agent_api=agent_api, door=door)
-    runner = web.AppRunner(handlers.build(), access_log=log if cfg.access_log else None)
+    handlers = app(cfg, sink, metrics, door=door)
+    application = handlers.build()
+    if mount is not None:
+        mount(application, handlers)
+    runner = web.AppRunner(application, access_log=log if cfg.access_log else None)
     await runner.setup()
     site = web.TCPSite(runner, cfg.host, cfg.port, backlog=1024, reuse_port=cfg.reuse_port or None)
     await site.start()
@@ -542,15 +542,15 @@ def loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
     return new_loop
 
 
-def run(cfg: IngestConfig, on_ready: Callable[[int], None] | None = None) -> None:
-    """Blocking entry point of ``hivestream ingest``: serves until SIGTERM or SIGINT (on uvloop when installed)."""
+def run(cfg: IngestConfig, on_ready: Callable[[int], None] | None = None, mount: Callable[[web.Application, IngestApp], None] | None = None) -> None:
+    """Blocking entry point of ``hivestream ingest``: serves until SIGTERM or SIGINT (on uvloop when installed); ``mount`` as :func:`serve`."""
 
     async def main() -> None:
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
-        await serve(cfg, stop, on_ready)
+        await serve(cfg, stop, on_ready, mount=mount)
 
     with asyncio.Runner(loop_factory=loop_factory()) as runner:
         runner.run(main())

@@ -27,7 +27,8 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+
+from aiohttp import web
 
 from hivestream.embedded.log_run import LogRun, open_log_run
 from hivestream.ingest import server
@@ -42,8 +43,7 @@ from hivestream.serve.read_gate import ReadGate
 from hivestream.serve.read_marker import IngestNote, ReadMarker, new_token, remove_marker, write_marker
 from hivestream.serve.start_undo import StartUndo, probe_listen
 from hivestream.serve.stub_route import ServeApp
-from hivestream.serve.stubs_live import StubsLive, start_nightly, start_service
-from hivestream.services.stub_door import StubDoor
+from hivestream.serve.stubs_hook import StubsAtServe
 from streams.experiences.extract import Completer
 from streams.experiences.settings import KbSettings
 from streams.ingest.hook_log import DEAD_LETTER, log_origin
@@ -52,9 +52,6 @@ from streams.model.clock import Clock, wall_clock_ms
 from streams.model.deadletter import DeadLetter, Reason, RejectedInput
 from streams.settings import Settings
 from streams.stubs.settings import MatchPolicy
-
-if TYPE_CHECKING:
-    from hivestream.mcp.agent_api import AgentApi
 
 log = logging.getLogger("hivestream.serve")
 
@@ -75,6 +72,16 @@ def default_report(db: Path) -> Path:
     return db.with_name(db.stem + "-report.html")
 
 
+@dataclass(frozen=True)
+class ServeReads:
+    """What an extra route on serve's port (the agent API) reads serve through: cursors of the dedup
+    loop's connection (:meth:`ReadGate.cursor`), the log offset applied, and the log's durable end."""
+
+    gate: ReadGate
+    applied: Callable[[], int]
+    durable_end: Callable[[], int]
+
+
 @dataclass
 class ServeConfig:
     """Settings of one ``serve`` process.
@@ -91,8 +98,9 @@ class ServeConfig:
         kb_settings: KnowHub settings.
         stub_policy: the memory stubs' match settings (None: those the file holds, else the defaults;
             :func:`hivestream.embedded.stubs.log_policy`).
+        api: given what serve reads through, the routes to add beside ``/v1/hooks/*`` (the agent API and ``/mcp``); ``None``: none.
         stubs_live: prompts matched against the memory stubs at the hook routes, the nightly refresh
-            (:mod:`hivestream.serve.stubs_live`); ``None``: off.
+            (:class:`~hivestream.serve.stubs_hook.StubsAtServe`); ``None``: off.
     """
 
     http: IngestConfig
@@ -105,7 +113,8 @@ class ServeConfig:
     settings: Settings = field(default_factory=Settings)
     kb_settings: KbSettings = field(default_factory=KbSettings)
     stub_policy: MatchPolicy | None = None
-    stubs_live: StubsLive | None = None
+    api: Callable[[ServeReads], Callable[[web.Application, server.IngestApp], None]] | None = None
+    stubs_live: StubsAtServe | None = None
 
 
 def connect_host(bind: str) -> str:
@@ -137,8 +146,8 @@ def dead_letter_torn(hook_log: HookLog, clock: Clock) -> None:
 
 
 async def serve_async(cfg: ServeConfig, stop: asyncio.Event, on_ready: Callable[[int], None] | None = None,
-                      completer: Completer | None = None, clock: Clock = wall_clock_ms, agent_api: AgentApi | None = None) -> None:
-    """Run serve until ``stop`` is set (with ``/mcp`` over ``agent_api`` when given).
+                      completer: Completer | None = None, clock: Clock = wall_clock_ms) -> None:
+    """Run serve until ``stop`` is set.
 
     Raises:
         hivestream.ingest.server.ConfigError: a non-loopback bind without tokens.
@@ -160,26 +169,24 @@ async def serve_async(cfg: ServeConfig, stop: asyncio.Event, on_ready: Callable[
             on_ready(port)
 
     try:
-        await _serve(cfg, stop, ready, completer, clock, undo, agent_api)
+        await _serve(cfg, stop, ready, completer, clock, undo)
     except BaseException:
         undo.remove()
         raise
 
 
 async def _serve(cfg: ServeConfig, stop: asyncio.Event, on_ready: Callable[[int], None], completer: Completer | None, clock: Clock,
-                 undo: StartUndo, agent_api: AgentApi | None = None) -> None:
+                 undo: StartUndo) -> None:
     hook_log = HookLog(cfg.log_dir, max_bytes=cfg.log_max_bytes, segment_bytes=cfg.segment_bytes)
     undo.log_held = True
-    stubs, nightly, stubs_note = None, None, None
-    if cfg.stubs_live is not None:
-        stubs, stubs_note = start_service(cfg.stubs_live)  # said once listening: a start that fails says one line only
+    stubs = cfg.stubs_live
     try:
         dead_letter_torn(hook_log, clock)
         progress = Progress()
 
         def open_run() -> LogRun:  # DuckDB on one thread: a read's query takes one core at most (its own, at a lower priority)
             run = open_log_run(cfg.db, cfg.settings, cfg.kb_settings, completer=completer, duckdb_threads=SERVE_DUCKDB_THREADS,
-                               stub_policy=cfg.stub_policy, stub_listener=stubs)
+                               stub_policy=cfg.stub_policy, stub_listener=None if stubs is None else stubs.listener)
             undo.db_held = True
             return run
 
@@ -198,23 +205,22 @@ async def _serve(cfg: ServeConfig, stop: asyncio.Event, on_ready: Callable[[int]
             read_runner, read_port = await start_reads(reads)
 
             def ready(port: int) -> None:
-                if stubs_note:
-                    log.info("%s", stubs_note)
+                if stubs is not None:  # said once listening: a start that fails says one line only
+                    log.info("%s", stubs.note)
                 write_marker(cfg.db, ReadMarker(os.getpid(), read_port, token, IngestNote(connect_host(http.host), port, http.review_token)))
                 on_ready(port)
 
             topics = Topics(http.namespace)
             sink = LogSink(hook_log, topics, progress, db=cfg.db.name, retry_after_s=http.retry_after_s,
                            headroom_bytes=2 * http.max_body_bytes, clock=clock)
-            door = None if stubs is None else StubDoor(stubs, topics.stub_events)
-            if stubs is not None and cfg.stubs_live is not None and cfg.stubs_live.refresh_at:
-                nightly = start_nightly(stubs, cfg.stubs_live.refresh_at, sink, topics.stub_events, asyncio.get_running_loop())
-            await server.serve(http, stop, ready, sink=sink, name="serve", agent_api=agent_api, app=ServeApp, door=door)
-        finally:
-            if nightly is not None:
-                await asyncio.to_thread(nightly.stop)
+            door = None if stubs is None else stubs.door(topics.stub_events)
             if stubs is not None:
-                stubs.close()
+                stubs.start(sink, topics.stub_events, asyncio.get_running_loop())
+            mount = None if cfg.api is None else cfg.api(ServeReads(gate, lambda: progress.applied, lambda: hook_log.durable()[0]))
+            await server.serve(http, stop, ready, sink=sink, name="serve", app=ServeApp, mount=mount, door=door)
+        finally:
+            if stubs is not None:
+                await asyncio.to_thread(stubs.stop)
             remove_marker(cfg.db, token)
             if read_runner is not None:
                 await read_runner.cleanup()

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from projections.experiences.sink import ExperienceBatch, ExperienceProjection
+from projections.frames.projector import Snapshots
 from projections.reader.projector import KafkaProjector, Polled
 from streams.experiences.build import safe_text
 from streams.experiences.events import parse_kb_event
@@ -97,15 +98,25 @@ class KbProjector(KafkaProjector[ExperienceBatch, None, KbProjectorReport]):
             that does not parse: its detail is redacted).
         batch_max: records per poll and per transaction.
         clock: epoch-ms clock.
+        snapshot_every_s: least seconds between snapshots ``<db>.snapshot`` for readers (the agent
+            API on the Kafka path reads them; 0: none), with heartbeats while caught up
+            (:class:`~projections.frames.projector.Snapshots`).
 
     Raises:
         RuntimeError: when a topic does not exist within 30 s.
+        ValueError: snapshots asked of a projection on a shared connection.
     """
 
     def __init__(self, sink: ExperienceProjection, conn: ConnectionLike, events_topic: str, dead_letter_topic: str,
-                 settings: KbSettings | None = None, *, batch_max: int = 5000, clock: Clock = wall_clock_ms) -> None:
+                 settings: KbSettings | None = None, *, batch_max: int = 5000, clock: Clock = wall_clock_ms,
+                 snapshot_every_s: float = 0.0) -> None:
         settings = settings or KbSettings()
         fold = KbFold(settings.window, sink.load_dedup_state(), sink.load_counters(), sink.load_seen_hooks())
+        between = None
+        if snapshot_every_s:
+            if sink.file is None:
+                raise ValueError("snapshots need the file: open the KnowHub projection from its path")
+            between = Snapshots(sink.file, snapshot_every_s, clock)
         super().__init__(sink, ExperienceFold(fold, events_topic, dead_letter_topic, settings, clock), conn,
-                         client_id="hivestream-kb-projector", batch_max=batch_max)
+                         client_id="hivestream-kb-projector", batch_max=batch_max, between=between)
         self.sink = sink

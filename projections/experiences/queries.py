@@ -6,6 +6,24 @@ from projections.named_query import NamedQuery
 
 _DAY = "strftime(to_timestamp(event_time_ms / 1000) AT TIME ZONE 'UTC', '%Y-%m-%d')"
 
+MEMORY_USE_SQL = """SELECT agent_id,
+       count(*) FILTER (WHERE kind = 'search') AS searches,
+       round(count(*) FILTER (WHERE kind = 'search' AND hit_count = 0) / nullif(count(*) FILTER (WHERE kind = 'search'), 0), 3)
+           AS search_zero_hit_rate,
+       count(*) FILTER (WHERE kind = 'content') AS content_fetches,
+       count(*) FILTER (WHERE kind = 'recall') AS recalls,
+       round(count(*) FILTER (WHERE kind = 'recall' AND hit_count = 0) / nullif(count(*) FILTER (WHERE kind = 'recall'), 0), 3)
+           AS recall_zero_hit_rate
+FROM kb_telemetry WHERE kind IN ('search', 'content', 'recall') GROUP BY agent_id ORDER BY searches + recalls DESC, agent_id"""
+"""Searches, content fetches and recalls per agent (``kb_telemetry``: the agent API's and the runtimes' hooks')."""
+
+SUBMIT_TO_APPROVAL_SQL = """SELECT count(*) AS approved,
+       round(median((reviewed_at_ms - first_seen_ms) / 60000.0), 1) AS median_min,
+       round(quantile_cont((reviewed_at_ms - first_seen_ms) / 60000.0, 0.9), 1) AS p90_min,
+       round(max((reviewed_at_ms - first_seen_ms) / 60000.0), 1) AS max_min
+FROM experiences WHERE status = 'approved' AND reviewed_at_ms IS NOT NULL"""
+"""How long approved experiences waited for their approval."""
+
 KB_QUERIES: dict[str, NamedQuery] = {
     q.name: q
     for q in [
@@ -62,6 +80,16 @@ KB_QUERIES: dict[str, NamedQuery] = {
             "kb_search calls that found nothing, by query",
             """SELECT query, count(*) AS searches, count(DISTINCT agent_id) AS agents, max(event_time_ms) AS last_ms
                FROM kb_telemetry WHERE kind = 'search' AND hit_count = 0 GROUP BY query ORDER BY searches DESC, query""",
+        ),
+        NamedQuery(
+            "memory-use-per-agent",
+            "per agent: knowledge-base searches, the share that found nothing, content fetches and frames recalls",
+            MEMORY_USE_SQL,
+        ),
+        NamedQuery(
+            "submit-to-approval",
+            "approved experiences: minutes from the first submission to the approval (median, 90th percentile, longest)",
+            SUBMIT_TO_APPROVAL_SQL,
         ),
         NamedQuery(
             "dead-letters",

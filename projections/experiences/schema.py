@@ -67,7 +67,7 @@ KB_DDL = [
     )""",
     """CREATE TABLE IF NOT EXISTS kb_telemetry (
         event_id VARCHAR PRIMARY KEY,
-        kind VARCHAR NOT NULL,               -- search | content | reminder
+        kind VARCHAR NOT NULL,               -- search | content | recall (agent_filter: the project) | reminder
         session_key VARCHAR NOT NULL,
         agent_id VARCHAR NOT NULL,
         query VARCHAR,

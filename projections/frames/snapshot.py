@@ -232,9 +232,15 @@ def publish_snapshot(sink: DuckSinkLike, published_at_ms: int) -> Path:
 
 def _stamp(con: duckdb.DuckDBPyConnection, source: str, target: str, published_at_ms: int) -> None:
     """Write ``snapshot_info`` (published_at_ms, positions as JSON) into the database ``target`` (``""``:
-    the one ``con`` uses), with the positions of ``source``'s ``positions`` table, read in ``con``'s
+    the one ``con`` uses), with the positions of ``source``'s ``positions`` and ``kb_positions`` tables (those it has), read in ``con``'s
     transaction: what readers check a snapshot's freshness and coverage against (projections/reading.py)."""
-    positions = con.execute(f"SELECT input, src_partition, next_offset FROM {source}positions ORDER BY ALL").fetchall()
+    name = source[:-1] if source else None  # the database's name: one pair of quotes off, doubled quotes single
+    if name is not None and len(name) >= 2 and name[0] == name[-1] == '"':
+        name = name[1:-1].replace('""', '"')
+    tables = {r[0] for r in con.execute("SELECT table_name FROM duckdb_tables() WHERE database_name = coalesce(?, current_database())",
+                                        [name]).fetchall()}
+    positions = [r for t in ("positions", "kb_positions") if t in tables  # a frames projection, a knowledge base projection or both
+                 for r in con.execute(f"SELECT input, src_partition, next_offset FROM {source}{t} ORDER BY ALL").fetchall()]
     con.execute(f"CREATE TABLE {target}snapshot_info (published_at_ms BIGINT, positions VARCHAR)")
     con.execute(f"INSERT INTO {target}snapshot_info VALUES (?, ?)", [published_at_ms, json.dumps(positions)])
 

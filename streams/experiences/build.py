@@ -1,8 +1,9 @@
 """Raw experience fields → a redacted, flagged, keyed experience event (pure).
 
-The only way hivestream builds :class:`ExperienceSubmitted` / :class:`ExperienceExtracted`: text
-is redacted (strict mode) *before* the event exists, so no raw value can reach a topic, a table,
-a dead letter or a log line; prompt injection is detected on the redacted text (what is stored
+The only way hivestream builds :class:`ExperienceSubmitted` / :class:`ExperienceExtracted`: the
+blocks hivestream itself injected are taken out (:mod:`streams.model.injected`), text is redacted
+(strict mode) *before* the event exists, so no raw value can reach a topic, a table, a dead letter
+or a log line; prompt injection is detected on the redacted text (what is stored
 and what every path sees); the dedup key is the hash of the normalised redacted (task,
 resource, result).
 """
@@ -21,6 +22,7 @@ from streams.experiences.events import FIELD_LIMITS, ExperienceExtracted, Experi
 from streams.experiences.injection import detect_injection
 from streams.experiences.settings import KbSettings
 from streams.model.deadletter import Reason, RejectedInput
+from streams.model.injected import strip_injected
 from streams.redaction.redact import RedactionMode, redact, strict_redaction
 
 _WS = re.compile(r"\s+")
@@ -59,6 +61,9 @@ def _str_field(fields: dict[str, Any], name: str, mode: RedactionMode, *, requir
         raise RejectedInput(Reason.MISSING_FIELD, f"experience field {name!r} is blank")
     if len(v) > FIELD_LIMITS[name]:  # checked before redaction, so a huge field costs nothing
         raise RejectedInput(Reason.WRONG_SHAPE, f"experience field {name!r} is {len(v)} characters, over the {FIELD_LIMITS[name]}-character limit")
+    v = strip_injected(v)  # a quoted search answer or reminder is no experience of its own
+    if required and not v.strip():
+        raise RejectedInput(Reason.MISSING_FIELD, f"experience field {name!r} holds only blocks hivestream injected")
     return v
 
 

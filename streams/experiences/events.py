@@ -13,6 +13,7 @@ Plugin telemetry:
 
 * :class:`KbSearchPerformed` (``kb-search``): a ``kb_search`` call, its query, agent filter and hits.
 * :class:`KbContentFetched` (``kb-content``): a ``kb_content`` call.
+* :class:`MemoryRecalled` (``memory-recall``): a frames recall through the agent API.
 * :class:`KbReminderInjected` (``kb-reminder``): the plugin reminded the agent to use KnowHub
   (``before_agent_start``, and every 3rd ``before_prompt_build`` of a session).
 
@@ -133,6 +134,19 @@ class KbContentFetched(_Event):
     runtime: str = ""
 
 
+class MemoryRecalled(_Event):
+    """A frames recall (schema version 1): ``GET /api/memory/search`` or the ``memory_search`` tool, its
+    (redacted) ``query``, the ``project`` it was scoped to (empty: every project) and ``hit_count``."""
+
+    type: Literal["memory-recall"] = "memory-recall"
+    session_key: str = Field(default="", max_length=400)
+    agent_id: str = Field(default="", max_length=200)
+    query: str = Field(default="", max_length=4000)
+    project: str = Field(default="", max_length=400)
+    hit_count: int | None = Field(default=None, ge=0)
+    runtime: str = ""
+
+
 class KbReminderInjected(_Event):
     """The plugin injected its KnowHub reminder (schema version 1).
 
@@ -163,7 +177,8 @@ class KbPluginHook(_Event):
     hook: Literal["before_agent_start", "before_prompt_build", "agent_end"]
 
 
-KbEvent = ExperienceSubmitted | ExperienceExtracted | ExperienceReviewed | KbSearchPerformed | KbContentFetched | KbReminderInjected | KbPluginHook
+KbEvent = (ExperienceSubmitted | ExperienceExtracted | ExperienceReviewed | KbSearchPerformed | KbContentFetched | MemoryRecalled | KbReminderInjected
+           | KbPluginHook)
 """Any KnowHub event."""
 
 ExperienceEvent = ExperienceSubmitted | ExperienceExtracted

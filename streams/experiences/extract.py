@@ -38,6 +38,8 @@ from urllib.parse import urlsplit
 import httpx
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, SecretStr, StringConstraints, ValidationError
 
+from streams.model.injected import strip_injected
+
 __all__ = [
     "DEFAULT_MAX_CHARS",
     "DEFAULT_MAX_RESPONSE_BYTES",
@@ -197,7 +199,8 @@ def build_messages(
     Args:
         messages: the ``agent_end`` event's messages, each a mapping with ``role`` (a string; any other
             value is rendered as ``unknown``) and ``content`` (a string, or a list of content blocks
-            flattened to their text parts). Messages with no text are skipped.
+            flattened to their text parts). hivestream's own injected blocks are taken out first
+            (:func:`streams.model.injected.strip_injected`); messages with no text left are skipped.
         max_chars: the most transcript characters to send (> 0). A longer transcript is cut at the
             start so its last ``max_chars`` characters are kept (a run's outcome is at its end), and
             the user message then starts with :data:`TRUNCATION_NOTE`.
@@ -216,7 +219,7 @@ def build_messages(
         raise ValueError(f"max_chars must be positive, got {max_chars}")
     lines: list[str] = []
     for message in messages:
-        text = _flatten(message.get("content"))
+        text = strip_injected(_flatten(message.get("content")))  # memory hivestream handed back is no experience of the run
         if not text.strip():
             continue
         role = message.get("role")

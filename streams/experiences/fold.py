@@ -29,6 +29,7 @@ from streams.experiences.events import (
     KbPluginHook,
     KbReminderInjected,
     KbSearchPerformed,
+    MemoryRecalled,
 )
 from streams.frames.capture import Capture
 from streams.frames.dedup import DedupCore
@@ -143,7 +144,7 @@ class KbFold:
         return b
 
 
-def _telemetry(ev: KbSearchPerformed | KbContentFetched | KbReminderInjected) -> dict[str, Any]:
+def _telemetry(ev: KbSearchPerformed | KbContentFetched | MemoryRecalled | KbReminderInjected) -> dict[str, Any]:
     row: dict[str, Any] = {"event_id": ev.event_id, "session_key": ev.session_key, "agent_id": ev.agent_id, "query": None, "agent_filter": None,
                            "hit_count": None, "experience_ref": None, "trigger": None, "llm_call": None, "runtime": None,
                            "event_time_ms": ev.event_time_ms}
@@ -151,6 +152,8 @@ def _telemetry(ev: KbSearchPerformed | KbContentFetched | KbReminderInjected) ->
         row |= {"kind": "search", "query": ev.query, "agent_filter": ev.agent_filter, "hit_count": ev.hit_count, "runtime": ev.runtime}
     elif isinstance(ev, KbContentFetched):
         row |= {"kind": "content", "experience_ref": ev.experience_ref, "runtime": ev.runtime}
+    elif isinstance(ev, MemoryRecalled):
+        row |= {"kind": "recall", "query": ev.query, "agent_filter": ev.project or None, "hit_count": ev.hit_count, "runtime": ev.runtime}
     else:
         row |= {"kind": "reminder", "trigger": ev.trigger, "llm_call": ev.llm_call}
     return row

@@ -6,13 +6,17 @@ What each hook event becomes:
   MCP-prefixed names such as ``mcp__knowhub__kb_submit`` included) → :class:`ExperienceSubmitted`,
   built by :func:`streams.experiences.build.build_experience` (redacted, flagged, keyed);
 * ``kb_search`` → :class:`KbSearchPerformed` (query redacted; hits counted from the tool result);
-  ``kb_content`` → :class:`KbContentFetched`;
+  ``kb_content`` → :class:`KbContentFetched`; a call of hivestream's own MCP server
+  (``mcp__hivestream__kb_*``) → nothing: the agent API that answered it recorded it
+  (:func:`answered_by_hivestream`);
 * OpenClaw ``before_agent_start``, ``before_prompt_build`` and ``agent_end`` →
   :class:`KbPluginHook` markers, which the fold turns into reminders (see
   :mod:`streams.experiences.fold`);
 * ``agent_end`` with messages, when extraction is enabled → an :class:`ExtractionRequest` whose
   chat payload is already built and redacted, so it can be written to a topic;
-* a KnowHub event line (source ``knowhub``) → that event, rebuilt through the same redaction.
+* a KnowHub event line (source ``knowhub``) → that event, rebuilt through the same redaction; an
+  ``extraction-requested`` line (``POST /api/extract``) → an :class:`ExtractionRequest` when
+  extraction is enabled.
 
 A failed tool call (``PostToolUseFailure``, or ``event.error`` set) submits nothing. A kb call
 whose arguments are unusable raises :class:`RejectedInput` with a detail free of raw text.
@@ -39,6 +43,7 @@ from streams.experiences.events import (
     KbPluginHook,
     KbReminderInjected,
     KbSearchPerformed,
+    MemoryRecalled,
 )
 from streams.experiences.extract import build_messages
 from streams.experiences.settings import KbSettings
@@ -48,6 +53,20 @@ from streams.redaction.redact import RedactionMode, redact
 from streams.redaction.scrub import COUNTS_KEY, is_kb_relevant, prior_counts, scrub_kb_call, scrub_kb_event, scrub_value
 
 _SPLIT = re.compile(r"__|[./:]")
+
+
+HIVESTREAM_MCP_SERVER = "hivestream"
+"""The name hivestream's installers give its own MCP server (``mcp__hivestream__kb_search``, ...)."""
+
+
+def answered_by_hivestream(name: object) -> bool:
+    """Whether the tool ``name`` is one of hivestream's own MCP server (``mcp__hivestream__…``, any case).
+
+    The agent API that answered such a call recorded it already (its search, content fetch or
+    submission is an event of its own), so the runtime's ``PostToolUse`` hook copy of the call
+    derives nothing: a ``kb_search`` through MCP counts once, as the API's ``kb-search``.
+    """
+    return isinstance(name, str) and name.strip().lower().startswith(f"mcp__{HIVESTREAM_MCP_SERVER}__")
 
 
 def kb_tool(name: object) -> str | None:
@@ -120,7 +139,7 @@ def tool_call(ev: HookEvent, raw: dict[str, Any] | None = None) -> tuple[str, An
         return tool, event.get("params"), event.get("result"), str(ctx.get("agentId") or "")
     if ev.native_event == "PostToolUse":
         tool = kb_tool(raw.get("tool_name"))
-        if tool is None:
+        if tool is None or answered_by_hivestream(raw.get("tool_name")):
             return None
         return tool, raw.get("tool_input"), raw.get("tool_response"), str(raw.get("agent_id") or "")
     return None
@@ -223,6 +242,8 @@ class KbDeriver:
             return self._tool_call(ev, scrub_kb_call(ev, mode))
         else:
             ev = scrub_kb_event(ev, mode)  # a no-op when `hivestream produce` scrubbed it already
+            if ev.source == "knowhub" and (ev.raw or {}).get("type") == "extraction-requested":
+                return self._extraction_line(ev)
             if ev.source == "knowhub":
                 return [self._with_counts(self._kb_line(ev), ev.raw, knowhub=True)]
             found = (ev.raw or {}).get("ctx")
@@ -241,6 +262,20 @@ class KbDeriver:
             chat = build_messages([m for m in messages if isinstance(m, dict)], redactor=lambda s: redact(s, mode).text)
             return [*out, ExtractionRequest(ev.event_id, ev.event_time_ms, agent, session_key, chat)]
         return []
+
+    def _extraction_line(self, ev: HookEvent) -> list[Derived]:
+        """The :class:`ExtractionRequest` of an ``extraction-requested`` line (the agent API's
+        ``POST /api/extract``): its ``messages`` as ``agent_end``'s; nothing while extraction is off."""
+        if not self.settings.extraction_enabled:
+            return []
+        d = ev.raw or {}
+        mode = self.settings.privacy_mode
+        messages = d.get("messages")
+        if not isinstance(messages, list) or not messages:
+            raise RejectedInput(Reason.MISSING_FIELD, "extraction-requested line has no messages")
+        chat = build_messages([m for m in messages if isinstance(m, dict)], redactor=lambda s: redact(s, mode).text)
+        return [ExtractionRequest(str(d.get("event_id")), ev.event_time_ms, safe_text(str(d.get("agent_id") or ""), mode),
+                                  safe_text(str(d.get("session_key") or ev.session), mode), chat)]
 
     def _tool_call(self, ev: HookEvent, raw: dict[str, Any]) -> list[Derived]:
         """The KnowHub event of a tool call (none unless a successful kb call); ``raw`` is
@@ -314,6 +349,9 @@ class KbDeriver:
                 return KbSearchPerformed.model_validate({**d, "event_time_ms": t})
             if kind == "kb-content":
                 return KbContentFetched.model_validate({**d, "event_time_ms": t})
+            if kind == "memory-recall":
+                d["query"] = safe_text(str(d.get("query") or ""), mode)
+                return MemoryRecalled.model_validate({**d, "event_time_ms": t})
             return KbReminderInjected.model_validate({**d, "event_time_ms": t})
         except ValidationError as e:
             errs = "; ".join(f"{'.'.join(map(str, err['loc']))}: {err['msg']}" for err in e.errors())

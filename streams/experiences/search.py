@@ -50,6 +50,7 @@ __all__ = [
     "format_prompt",
     "search",
     "tokenize",
+    "tokenize_ids",
 ]
 
 SEARCHABLE_STATUSES = frozenset({"approved"})
@@ -94,6 +95,19 @@ def tokenize(texts: Sequence[str]) -> list[list[str]]:
     stemmer = Stemmer.Stemmer("english")
     tokens = bm25s.tokenize(list(texts), lower=True, stopwords=_STOPWORDS, stemmer=stemmer.stemWords, return_ids=False, show_progress=False)
     return [[str(t) for t in doc if t] for doc in tokens]
+
+
+def tokenize_ids(texts: Sequence[str]) -> tuple[list[list[int]], dict[str, int]]:
+    """:func:`tokenize` of ``texts`` as token numbers and the vocabulary that numbers them (bm25s's
+    fast path: each distinct word is stemmed once); no number stands for an empty token."""
+    if not texts:
+        return [], {}
+    stemmer = Stemmer.Stemmer("english")
+    out = bm25s.tokenize(list(texts), lower=True, stopwords=_STOPWORDS, stemmer=stemmer.stemWords, return_ids=True, show_progress=False)
+    vocab = {str(k): int(v) for k, v in out.vocab.items()}
+    empty = vocab.pop("", None)
+    ids = [list(doc) for doc in out.ids] if empty is None else [[t for t in doc if t != empty] for doc in out.ids]
+    return ids, vocab
 
 
 def _candidates(docs: Sequence[SearchDoc], agent_id: str | None, include_quarantined: bool) -> list[SearchDoc]:

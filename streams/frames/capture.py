@@ -12,6 +12,7 @@ from streams.model.body_hash import KeyStrategy, dedup_key, stripped_body
 from streams.model.deadletter import Reason, RejectedInput
 from streams.model.details import details_json
 from streams.model.events import CAPTURE_TYPES, HookEvent
+from streams.model.injected import has_injected, strip_injected
 from streams.model.jsstring import js_trim, js_utf8, to_js_utf16
 from streams.model.placeholders import is_placeholder
 from streams.settings import DEFAULT_MAX_BODY_BYTES
@@ -126,6 +127,17 @@ def skip_reason_of(event_type: str, body: str | None, content: str | None, sourc
     return None
 
 
+def without_injected(ev: HookEvent) -> HookEvent:
+    """``ev`` with hivestream's own injected blocks taken out of its body or content
+    (:func:`streams.model.injected.strip_injected`): a turn that quotes them is captured without
+    them, so memory handed back to an agent never becomes a frame again. ``ev`` itself when it holds none."""
+    if ev.content is not None and has_injected(ev.content):
+        return ev.model_copy(update={"content": strip_injected(ev.content)})
+    if ev.content is None and ev.body is not None and has_injected(ev.body):
+        return ev.model_copy(update={"body": strip_injected(ev.body)})
+    return ev
+
+
 def _hash_or_skip(ev: HookEvent, max_body_bytes: int) -> tuple[str, None] | tuple[None, SkipReason]:
     """``(body hash, None)`` of a turn, or ``(None, why it is not one)``.
 
@@ -168,7 +180,7 @@ def capture_body_hash(ev: HookEvent, *, max_body_bytes: int = DEFAULT_MAX_BODY_B
 
     ``max_body_bytes`` bounds the stripped body in UTF-8 bytes; above it :class:`RejectedInput`
     ``body_too_large``, as :func:`capture_outcome` raises."""
-    return _hash_or_skip(ev, max_body_bytes)[0]
+    return _hash_or_skip(without_injected(ev), max_body_bytes)[0]
 
 
 def capture_outcome(
@@ -193,6 +205,7 @@ def capture_outcome(
         RejectedInput: ``body_too_large`` above ``max_body_bytes``, or when the content as JSON
             would not fit one Kafka record (:data:`MAX_RECORD_BYTES`).
     """
+    ev = without_injected(ev)
     h, why = _hash_or_skip(ev, max_body_bytes)
     details = details_json(ev.native_event, ev.source, ev.raw)
     if h is None:

@@ -44,6 +44,7 @@ from streams.model.decode import _SERIALISED, _orjson_object
 from streams.model.details import details_json
 from streams.model.event_build import tokens_safe
 from streams.model.events import HookEvent, _event_prefix, stable_id
+from streams.model.injected import has_injected
 from streams.model.plain_lines import PLAIN_BODY_MAX, trimmed_body
 from streams.model.prefix import DEFAULT_SCOPE
 from streams.model.workspace import workspace_name
@@ -97,6 +98,8 @@ def line_capture(line: bytes, strategy: KeyStrategy, max_body_bytes: int, partit
     event_id, source, session, event_type, parent, project, body, native = ev
     if not tokens_safe(source, session, parent, project, event_type):
         return None  # the general path rewrites the tokens
+    if has_injected(body):
+        return None  # the general path takes hivestream's own blocks out first (streams.frames.capture.without_injected)
     stripped, encoded = trimmed_body(body)
     if not stripped or len(encoded) > PLAIN_BODY_MAX or len(encoded) > max_body_bytes:
         return None  # the general path rejects it (empty, too large) or measures its JSON

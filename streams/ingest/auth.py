@@ -4,7 +4,7 @@ Tokens file (``--tokens-file`` / ``HIVESTREAM_INGEST_TOKENS_FILE``), parsed stri
 blank, or the whitespace-separated fields ``GATEWAY_ID TOKEN [scopes=NAME[,NAME...]]``, optionally
 followed by a comment: a comment is a whitespace-separated field that starts with ``#`` and the
 rest of its line (so a line may be a comment only). A scope (:class:`Scope`) is what a token may
-post; a line without ``scopes=`` has the ``hooks`` scope only (a gateway posting hook events, as
+do; a line without ``scopes=`` has the ``hooks`` scope only (a gateway posting hook events, as
 every token did before scopes existed). ``TOKEN`` is a plain token of at least :data:`MIN_TOKEN_CHARS`
 characters with no ``#`` in it, or ``sha256:<64 hex>`` (the
 SHA-256 of the token, so the file need not hold the secret; the prefix and the hex digits in any
@@ -33,15 +33,19 @@ class Scope(StrEnum):
     """What a bearer of a token may do. New scopes are new members: a tokens file names them the same way."""
 
     HOOKS = "hooks"
-    """Post hook events and KnowHub event lines other than reviews (a gateway, an agent's hooks)."""
-    REVIEW = "review"
-    """Post ``experience-reviewed`` events (approve or reject a KnowHub experience)."""
+    """Post hook events and KnowHub event lines other than reviews (a gateway, an agent's hooks); never read memory."""
     AGENT = "agent"
-    """Use the agent API and ``/mcp``: search, submit and read KnowHub experiences, recall frames."""
+    """The agent API: search, submit and read experiences, request an extraction, recall frames (``/api/*`` but review, and ``/mcp``)."""
+    REVIEW = "review"
+    """Review: list pending experiences, approve or reject one (``/api/pending|approve|reject``, ``experience-reviewed`` events)."""
+    READ = "read"
+    """Analytics. Serve's read listener keeps its own per-start read token (its note); this scope names the authority in a tokens file."""
 
 
 DEFAULT_SCOPES = frozenset({Scope.HOOKS})
-"""The scopes of a tokens-file line without ``scopes=``, and of a request to a loopback server without tokens."""
+"""The scopes of a tokens-file line without ``scopes=``."""
+LOCAL_SCOPES = frozenset({Scope.HOOKS, Scope.AGENT})
+"""The scopes of a request to a loopback server without tokens (the one local user: post hook events, use the agent API)."""
 
 _SCOPES_FIELD = "scopes="
 

@@ -26,6 +26,7 @@ from streams.model import fastpath
 from streams.model.deadletter import RejectedInput
 from streams.model.decode import decode_hook_record
 from streams.model.events import _PASSTHROUGH, CAPTURE_TYPES, _refuse
+from streams.model.injected import has_injected
 from streams.model.key_groups import _GROUP_KEYS, KEY_GROUPS
 from streams.model.plain_lines import PLAIN_BODY_MAX, plain_fields, trimmed_body
 from streams.produce.encode import MAX_EVENT_BYTES, ItemRejected, encode_item
@@ -48,6 +49,8 @@ def line_record(line: bytes) -> tuple[bytes, bytes] | None:
     body = d["body"]
     if body is None or skip_reason_of(d["event_type"], body, None, d["source"], d["native_event"], d["raw"]) is not None:
         return None  # not a turn: the general path keys it by its session
+    if has_injected(body):
+        return None  # keyed by the body without hivestream's own blocks: the general path strips them
     stripped, encoded = trimmed_body(body)
     if not stripped or len(encoded) > PLAIN_BODY_MAX:
         return None

@@ -34,7 +34,9 @@ PLUGIN_HOOKS = frozenset({
 })
 """OpenClaw's plugin hook names (``PLUGIN_HOOK_NAMES`` of ``src/plugins/hook-types.ts``; docs/runtime-events.md)."""
 _TURNS = {"message_received": PROMPT, "message_sent": STOP}
-KB_EVENT_TYPES = frozenset({"experience-submitted", "experience-extracted", "experience-reviewed", "kb-search", "kb-content", "kb-reminder"})
+KB_EVENT_TYPES = frozenset({"experience-submitted", "experience-extracted", "experience-reviewed", "kb-search", "kb-content", "kb-reminder",
+                            "memory-recall", "extraction-requested"})
+"""The ``type`` of a KnowHub event line (``extraction-requested``: a finished run the agent API was asked to extract from)."""
 
 
 def adapt_openclaw_plugin(payload: dict[str, Any], event_time_ms: int) -> HookEvent:

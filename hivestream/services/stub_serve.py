@@ -1,4 +1,5 @@
-"""Memory stubs live in ``hivestream serve``: the live matcher, its start, and the nightly refresh.
+"""Memory stubs live in ``hivestream serve``: the live matcher, its start, and the nightly refresh
+(:class:`ServeStubs`, what serve asks of them: :class:`hivestream.serve.stubs_hook.StubsAtServe`).
 
 Serve's stub projection tells the matcher (:class:`~hivestream.services.stubs.StubService`, a
 :class:`~hivestream.embedded.stubs.StubListener`) the live stubs when its loop opens the file and
@@ -13,11 +14,14 @@ events on serve's log, as any other stub event.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import os
 import threading
 from dataclasses import dataclass, field
 
 from hivestream.ingest.record_sink import Record, RecordSink
+from hivestream.services.stub_door import StubDoor
 from hivestream.services.stub_events import StubRow
 from hivestream.services.stub_lifecycle import refresh_events
 from hivestream.services.stub_nightly import DEFAULT_AT, Nightly
@@ -65,12 +69,15 @@ class LazyEmbedder:
             return self._embedder
 
     def warm(self) -> None:
-        """Start loading the model in a background thread (once)."""
+        """Start loading the model in a background thread (once), at the lowest CPU priority where the system allows it."""
         if self._embedder is None and not self._warming:
             self._warming = True
             threading.Thread(target=self._warm, name="hivestream-stub-model", daemon=True).start()
 
     def _warm(self) -> None:
+        if hasattr(os, "setpriority"):  # Linux: this thread only, at the lowest priority (serve's own work first)
+            with contextlib.suppress(OSError):
+                os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
         try:
             self._get()
         except EmbedderUnavailable as e:
@@ -101,6 +108,36 @@ def start_service(cfg: StubsLive) -> tuple[StubService | None, str]:
     refresh = f"nightly refresh at {cfg.refresh_at} UTC" if cfg.refresh_at else "no nightly refresh"
     return StubService(LiveStubs(), embedder, budget_s=cfg.budget_s), (f"memory stubs live: prompts matched with {settings.describe()} "
                                                                        f"within {cfg.budget_s:g} s; {refresh}")
+
+
+class ServeStubs:
+    """Serve's live stubs from :class:`StubsLive` settings (the embedder is checked now; the local model loads with the first stub)."""
+
+    def __init__(self, cfg: StubsLive) -> None:
+        self.cfg = cfg
+        self.service, self.note = start_service(cfg)
+        self._nightly: Nightly | None = None
+
+    @property
+    def listener(self) -> StubService | None:
+        """The matcher (the stub projection's listener), ``None`` when off."""
+        return self.service
+
+    def door(self, topic: str) -> StubDoor | None:
+        """The hook routes' door (its records on ``topic``), ``None`` when off."""
+        return None if self.service is None else StubDoor(self.service, topic)
+
+    def start(self, sink: RecordSink, topic: str, loop: asyncio.AbstractEventLoop) -> None:
+        """Start the nightly refresh (when on and configured)."""
+        if self.service is not None and self.cfg.refresh_at:
+            self._nightly = start_nightly(self.service, self.cfg.refresh_at, sink, topic, loop)
+
+    def stop(self) -> None:
+        """Stop the nightly refresh (waiting for a run under way, up to 5 s) and the matcher's threads."""
+        if self._nightly is not None:
+            self._nightly.stop()
+        if self.service is not None:
+            self.service.close()
 
 
 def start_nightly(service: StubService, at: str, sink: RecordSink, topic: str, loop: asyncio.AbstractEventLoop) -> Nightly:
