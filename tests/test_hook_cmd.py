@@ -165,3 +165,19 @@ def test_a_timeout_that_cannot_work_is_the_default(timeout: str, stand: Stand, t
     lines = r.stderr.splitlines()
     assert r.returncode == 0 and r.stdout == "" and len(lines) == 1 and "not delivered" in lines[0], r.stderr
     assert len(list((tmp_path / "down").iterdir())) == 1
+
+
+@pytest.mark.parametrize("runtime", ["claude-code", "codex"])
+def test_a_verdict_with_context_is_printed_as_hook_output(runtime: str, stand: Stand, tmp_path: Path) -> None:
+    """A 2xx verdict carrying ``additional_context`` (a prompt's matched memory stubs) is the one thing the hook prints."""
+    ctx = '<hivestream-stubs trust="untrusted">Board id 5f2a</hivestream-stubs>'
+    stand.answer = json.dumps({"accepted": 1, "rejected": 0, "dead_lettered": 0, "durable": "log", "additional_context": ctx}).encode()
+    env = {"HIVESTREAM_INGEST_URL": stand.url, "HIVESTREAM_SPOOL_DIR": str(tmp_path)}
+    r = hook([runtime], env, json.dumps(PROMPT))
+    assert r.returncode == 0 and r.stderr == ""
+    assert json.loads(r.stdout) == {"hookSpecificOutput": {"hookEventName": "UserPromptSubmit", "additionalContext": ctx}}
+    # an event that takes no context, or a verdict without one: nothing on stdout
+    r = hook([runtime], env, json.dumps(PROMPT | {"hook_event_name": "Stop"}))
+    assert r.stdout == ""
+    stand.answer = ACCEPTED
+    assert hook([runtime], env, json.dumps(PROMPT)).stdout == ""

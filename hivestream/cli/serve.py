@@ -5,11 +5,14 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from streams.model.body_hash import KeyStrategy
+
+if TYPE_CHECKING:
+    from hivestream.services.stub_serve import StubsLive
 
 DAY_MS = 86_400_000
 
@@ -38,6 +41,10 @@ def serve(
     window_ms: Annotated[int | None, typer.Option("--window-ms", help="dedup window W in ms; 0 = unbounded (default 600000)")] = None,
     key_strategy: Annotated[KeyStrategy | None, typer.Option("--key-strategy", help="body (default) or body+event")] = None,
     access_log: Annotated[bool, typer.Option("--access-log", help="log one line per request")] = False,
+    stubs_live: Annotated[bool, typer.Option("--stubs-live/--no-stubs-live", help="match prompts against the memory stubs and answer "
+                                             "the archives they need (docs/stubs-live.md)")] = True,
+    stub_budget_s: Annotated[float, typer.Option("--stub-budget", help="seconds a prompt waits for its stub context")] = 1.5,
+    stub_refresh_at: Annotated[str, typer.Option("--stub-refresh-at", help="the nightly stub refresh, HH:MM UTC ('off': none)")] = "03:20",
     install_service: Annotated[bool, typer.Option("--install-service", help="write a user service (systemd on Linux, launchd on macOS) "
                                                   "that runs serve with these options and restarts it; print how to enable it")] = False,
     service_platform: Annotated[str, typer.Option("--service-platform", hidden=True)] = sys.platform,
@@ -57,8 +64,19 @@ def serve(
             numbers.days("--retain-days", retain_days)
         numbers.seconds("--snapshot-every", snapshot_every_s, zero=True)
         numbers.seconds("--report-every", report_every_s, zero=True)
+        numbers.seconds("--stub-budget", stub_budget_s, zero=False)
     except numbers.BadOption as e:
         raise _fail(str(e)) from None
+    if stub_refresh_at != "off":
+        from hivestream.services.stub_nightly import parse_at
+
+        try:
+            parse_at(stub_refresh_at)
+        except ValueError as e:
+            raise _fail(f"--stub-refresh-at: {e}") from None
+    from hivestream.services.stub_serve import StubsLive
+
+    live = StubsLive(budget_s=stub_budget_s, refresh_at=None if stub_refresh_at == "off" else stub_refresh_at) if stubs_live else None
 
     db = db.absolute()
     log_dir = (log_dir or default_log_dir(db)).absolute()
@@ -68,12 +86,12 @@ def serve(
                  snapshot_every_s, report_path, report_every_s, window_ms, key_strategy, access_log, service_platform)
         return
     _serve(db, log_dir, host, port, tokens_file, max_body_bytes, read_timeout_s, log_max_bytes, retain_bytes, retain_days,
-           snapshot_every_s, report_path, report_every_s, window_ms, key_strategy, access_log)
+           snapshot_every_s, report_path, report_every_s, window_ms, key_strategy, access_log, live)
 
 
 def _serve(db: Path, log_dir: Path, host: str, port: int, tokens_file: Path | None, max_body_bytes: int, read_timeout_s: float,
            log_max_bytes: int, retain_bytes: int | None, retain_days: float | None, snapshot_every_s: float, report_path: Path | None,
-           report_every_s: float, window_ms: int | None, key_strategy: KeyStrategy | None, access_log: bool) -> None:
+           report_every_s: float, window_ms: int | None, key_strategy: KeyStrategy | None, access_log: bool, live: StubsLive | None = None) -> None:
     import logging
 
     import duckdb
@@ -84,6 +102,7 @@ def _serve(db: Path, log_dir: Path, host: str, port: int, tokens_file: Path | No
     from hivestream.serve.follower import FollowerOptions
     from hivestream.serve.log_writer import LogBusy, Retention
     from hivestream.serve.publisher import PublishOptions
+    from hivestream.services.stub_serve import ServeStubs
     from projections.duck_file import first_line, held_by_another
     from projections.frames.sink import MetaMismatch
     from streams.experiences.extract import ChatClient
@@ -92,6 +111,7 @@ def _serve(db: Path, log_dir: Path, host: str, port: int, tokens_file: Path | No
     from streams.settings import Settings
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # an embeddings endpoint's every request is no news
     entries = []
     if tokens_file is not None:
         try:
@@ -111,7 +131,8 @@ def _serve(db: Path, log_dir: Path, host: str, port: int, tokens_file: Path | No
     cfg = ServeConfig(http=http, db=db, log_dir=log_dir, log_max_bytes=log_max_bytes,
                       follower=FollowerOptions(retention=retention),
                       publish=PublishOptions(snapshot_every_s=snapshot_every_s, report=report_path, report_every_s=report_every_s),
-                      settings=settings, kb_settings=kbs, api=for_serve(kbs, db))
+                      settings=settings, kb_settings=kbs, api=for_serve(kbs, db),
+                      stubs_live=None if live is None else ServeStubs(live))
     completer = None
     if kbs.extraction_enabled:
         try:

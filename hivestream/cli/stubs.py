@@ -405,3 +405,12 @@ def _register_kafka_commands() -> None:
 
 
 _register_kafka_commands()
+
+
+def _register_lifecycle_commands() -> None:
+    from hivestream.cli.stubs_lifecycle import register
+
+    register(stubs_app)
+
+
+_register_lifecycle_commands()

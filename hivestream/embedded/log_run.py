@@ -28,7 +28,7 @@ import duckdb
 
 from hivestream.embedded.experiences import KbRunner, KbRunReport
 from hivestream.embedded.frames import EmbeddedRunner, RunReport, file_id_of
-from hivestream.embedded.stubs import StubLogRunner, StubRunReport, log_policy
+from hivestream.embedded.stubs import StubListener, StubLogRunner, StubRunReport, log_policy
 from projections.experiences.sink import ExperienceProjection
 from projections.projection_file import ProjectionFile
 from projections.stubs.sink import StubProjection
@@ -216,13 +216,15 @@ class LogRun:
 
 
 def open_log_run(db: str | Path, settings: Settings | None = None, kb_settings: KbSettings | None = None, *,
-                 completer: Completer | None = None, duckdb_threads: int | None = None, stub_policy: MatchPolicy | None = None) -> LogRun:
+                 completer: Completer | None = None, duckdb_threads: int | None = None, stub_policy: MatchPolicy | None = None,
+                 stub_listener: StubListener | None = None) -> LogRun:
     """Open ``db`` for applying log records: the frames (with the memory tool calls), the KnowHub
     experiences and the memory stubs on one connection (``duckdb_threads``: DuckDB's threads for it,
     else DuckDB's default, see :class:`~projections.projection_file.ProjectionFile`).
 
     ``stub_policy``: the match settings of the stub events (None: those the file holds, else the
     defaults), bound to the file when the first message is matched, refused when the file holds others.
+    ``stub_listener``: told the live stubs and each stub state event applied (serve's live matcher).
 
     Raises:
         projections.projection.MetaMismatch: when ``db`` was built with other dedup or match settings.
@@ -236,7 +238,7 @@ def open_log_run(db: str | Path, settings: Settings | None = None, kb_settings: 
                       report=KbRunReport(db=str(db)))
         stub_sink = StubProjection(db, file.cursor())
         policy, bind = log_policy(stub_sink, stub_policy)
-        stubs = StubLogRunner(stub_sink, policy, clock=clock, report=StubRunReport(db=str(db)), bind=bind)
+        stubs = StubLogRunner(stub_sink, policy, clock=clock, report=StubRunReport(db=str(db)), bind=bind, listener=stub_listener)
     except BaseException:
         with contextlib.suppress(duckdb.Error):  # a close failing after the first error (out of memory) must not hide it
             file.close()

@@ -15,6 +15,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 from projections.stubs.sink import StubProjection, match_meta, settings_of, stub_batch
 from streams.ingest.hook_log import STUB_EVENTS, LogRecord
@@ -70,6 +71,16 @@ class StubRunReport:
             self.dead_letters[code_of(r.error) or str(r.error.reason)] += 1
 
 
+class StubListener(Protocol):
+    """Who follows the stub state the runner applies (serve's live matcher)."""
+
+    def reset_stubs(self, stubs: Sequence[StubUpserted], policy: MatchPolicy) -> None:
+        """The live stubs as the runner holds them when it opens (its state restored from the tables) and its match settings."""
+
+    def stub_event(self, ev: StubUpserted | StubRefreshed | StubDeleted) -> None:
+        """A stub state event the runner was just fed (in log order; it judges it itself)."""
+
+
 class StubLogRunner:
     """Feeds positioned stub log entries to the replay and writes them in batches with their positions.
 
@@ -82,12 +93,13 @@ class StubLogRunner:
         bind: match settings to bind to the file (:meth:`StubProjection.check_meta`) before the
             first batch that matches a message (None: nothing to bind; stub writes alone bind
             nothing, as a ``stubs import`` binds nothing).
+        listener: told the live stubs at open and every stub state event fed after (None: nobody).
     """
 
     name = "stubs"
 
     def __init__(self, sink: StubProjection, policy: MatchPolicy, *, clock: Clock = wall_clock_ms, batch_size: int = 1000,
-                 report: StubRunReport | None = None, bind: MatchSettings | None = None) -> None:
+                 report: StubRunReport | None = None, bind: MatchSettings | None = None, listener: StubListener | None = None) -> None:
         self.sink = sink
         self.bind = bind
         self.clock = clock
@@ -98,6 +110,23 @@ class StubLogRunner:
         self._n = 0
         self._applied: set[str] | None = None  # stub state event ids applied from serve logs (read on first use)
         self._new_applied: list[str] = []
+        self.listener = listener
+        if listener is not None:
+            listener.reset_stubs(self.current_stubs(), policy)
+
+    def current_stubs(self) -> list[StubUpserted]:
+        """The live stubs of the runner as ``stub-upserted`` events (telemetry kept), by channel and id."""
+        out = []
+        for key, vec in sorted(self.runner.vectors.items(), key=lambda kv: (kv[0][0] or "", kv[0][1])):
+            rec = self.runner.index.record(*key)
+            if rec is None:
+                continue
+            out.append(StubUpserted(event_id=f"restored:{key[0] or ''}:{key[1]}", event_time_ms=rec.created_at_ms, stub_id=rec.stub_id,
+                                    channel=rec.channel, title=rec.title, stub_text=rec.stub_text, archive_path=rec.archive_path,
+                                    archive_tokens=rec.archive_tokens, embedding_b64=vec.embedding_b64, model=vec.model, dim=vec.dim,
+                                    refresh_source=rec.refresh_source, refresh_spec=rec.refresh_spec, match_count=rec.match_count,
+                                    last_matched_at_ms=rec.last_matched_at_ms, last_refreshed_at_ms=rec.last_refreshed_at_ms))
+        return out
 
     def run_entries(self, log: Iterable[LogEntry]) -> None:
         """Apply one log's entries in order; entries below their source's stored position are skipped.
@@ -152,6 +181,8 @@ class StubLogRunner:
 
     def _feed(self, e: LogEntry) -> None:
         self.runner.feed(e)
+        if self.listener is not None and isinstance(e.item, StubUpserted | StubRefreshed | StubDeleted):
+            self.listener.stub_event(e.item)
         self.report.items += 1
         self.report.stub_events += isinstance(e.item, StubUpserted | StubRefreshed | StubDeleted)
         self._pending[e.source] = e.offset + 1

@@ -13,8 +13,12 @@ default ``~/.hivestream/hook-spool``) with one stderr line. The next successful 
 ``--flush-max`` (default 20) spooled payloads within the same time budget, and ``hivestream hook
 flush`` drains them all (the fallback spool too).
 
-Always exits 0 and writes nothing to stdout (a runtime may read a hook's stdout as a decision);
-problems go to stderr in one line. Imports only the standard library and the spool record format,
+Always exits 0. stdout stays empty (a runtime reads a hook's stdout as a decision) except for one
+case: when the server's 2xx verdict on a Claude Code or Codex payload carries
+``"additional_context"`` (the archived sections a prompt's memory stubs matched:
+:mod:`hivestream.services.stubs`), the hook prints it as the runtime's hook output
+(``hookSpecificOutput.additionalContext``, :func:`streams.ingest.hook_output.hook_output`), which
+both runtimes add to the model's context. Problems go to stderr in one line. Imports only the standard library and the spool record format,
 so it starts fast (see ``bench/bench_ingest.py``).
 """
 
@@ -31,10 +35,13 @@ from pathlib import Path
 from hivestream.hooks.delivery import Verdict, verdict_of
 from hivestream.hooks.hook_spool import fallback_spool_dir, flush, spool_read, spool_somewhere, spool_write
 from streams.importers.transcript_tail import with_transcript_reply
+from streams.ingest.hook_output import CONTEXT_EVENTS, hook_output
 
 __all__ = ["main", "post", "spool_read", "spool_write", "stamp"]
 
 RUNTIMES = ("claude-code", "codex", "codex-notify", "openclaw", "openclaw-plugin", "knowhub", "prefixed", "auto")
+CONTEXT_RUNTIMES = frozenset({"claude-code", "codex"})
+"""The runtimes whose command hook prints a verdict's ``additional_context`` as hook output."""
 DEFAULT_URL = "http://127.0.0.1:8787"
 MAX_STDIN_BYTES = 16 << 20
 _TIME_FIELDS = ("event_time_ms", "timestamp", "ts", "time", "event_time", "received_at")
@@ -127,6 +134,18 @@ def post(url: str, runtime: str, body: bytes, token: str | None, timeout_s: floa
     except Exception as e:  # http.client.HTTPException for https
         print(f"hivestream hook: {type(e).__name__}: {e}", file=sys.stderr)
         return 0, b""
+
+
+def _print_context(payload: bytes, answer: bytes) -> None:
+    """Print the runtime's hook output with the verdict's ``additional_context`` (a string), if there is one."""
+    try:
+        ctx = json.loads(answer).get("additional_context")
+        event = json.loads(payload).get("hook_event_name") if isinstance(ctx, str) and ctx else None
+    except (ValueError, AttributeError, RecursionError):
+        return
+    if isinstance(ctx, str) and ctx and event in CONTEXT_EVENTS:
+        sys.stdout.write(json.dumps(hook_output(event, ctx), ensure_ascii=False) + "\n")
+        sys.stdout.flush()
 
 
 def _connect(host: str, port: int, timeout_s: float) -> _socket.socket:
@@ -277,6 +296,8 @@ def main(argv: list[str]) -> int:
         status, answer = post(url, runtime, body, token, timeout_s)
         v = verdict_of(status, answer)
         if v is Verdict.DELIVERED:
+            if runtime in CONTEXT_RUNTIMES and role == "none":
+                _print_context(body, answer)
             flush([spool], send, flush_max, start + timeout_s)
         elif v is Verdict.DEAD_LETTERED:
             print(f"hivestream hook: the server refused the payload (HTTP {status}) and dead-lettered it", file=sys.stderr)

@@ -153,8 +153,9 @@ def plan_for(runtime: str, *, install: bool, url: str, scope: str, command: bool
     if runtime == "claude-code":
         d = _config_dir("CLAUDE_CONFIG_DIR", home, ".claude", scope)
         token = bool(os.environ.get(TOKEN_ENV)) or not is_loopback(urllib.parse.urlsplit(url).hostname or "")
-        hs = {e: command_handler(exe, "claude-code", url, run_async=True) if command else http_handler(url, "claude-code", token=token)
-              for e in CLAUDE_EVENTS}
+        # the prompt's command hook waits for its answer: it prints the archived sections the memory stubs matched (docs/stubs-live.md)
+        hs = {e: (command_handler(exe, "claude-code", url, run_async=e != "UserPromptSubmit", timeout_s=10) if command
+                  else http_handler(url, "claude-code", token=token)) for e in CLAUDE_EVENTS}
         text = _merge_json(plan, d / "settings.json", install, CLAUDE_EVENTS, hs)
         if install and not command:
             hook = next(iter(hs.values()))

@@ -48,6 +48,7 @@ from typing import Any
 import orjson
 from aiohttp import web
 
+from hivestream.ingest.door import Door
 from hivestream.ingest.metrics import CONTENT_TYPE, IngestMetrics
 from hivestream.ingest.record_sink import Record, RecordSink
 from hivestream.ingest.refusal import SinkFull
@@ -183,10 +184,16 @@ def new_request_id() -> str:
 
 class IngestApp:
     """The request handlers around one :class:`~hivestream.ingest.record_sink.RecordSink` (``ingest``: the
-    Kafka sink; ``serve``: the local hook-event log)."""
+    Kafka sink; ``serve``: the local hook-event log); given ``door``
+    (:class:`~hivestream.ingest.door.Door`), a Claude Code or Codex prompt is matched against the
+    memory stubs (:class:`~hivestream.services.stub_door.StubDoor`): its ``stub-events`` records are
+    made durable with the hook's, and the answer carries the context (the hook output's
+    ``additionalContext`` for a runtime's own hook, ``"additional_context"`` in the verdict for the command hook)."""
 
-    def __init__(self, cfg: IngestConfig, sink: RecordSink, metrics: IngestMetrics, now_ms: Callable[[], int] = wall_clock_ms) -> None:
+    def __init__(self, cfg: IngestConfig, sink: RecordSink, metrics: IngestMetrics, now_ms: Callable[[], int] = wall_clock_ms,
+                 door: Door | None = None) -> None:
         self.cfg = cfg
+        self.door = door
         self.sink = sink
         self.metrics = metrics
         self.now_ms = now_ms
@@ -364,6 +371,12 @@ class IngestApp:
         records: list[Record] = [(topic, a.key, a.value) for a in accepted]
         if rejected:
             records += [self._dl_record(r.dead_letter) for r in rejected]
+        context = None
+        if self.door is not None and topic == self._hook_events and accepted and not rejected:
+            door = await self.door.answer_hook(route, [it.value for it in items], received)
+            if door is not None:
+                records += door.records
+                context = door.context
         where, failed = await self._durable(records)
         if failed is not None:
             return failed
@@ -377,16 +390,56 @@ class IngestApp:
             results.sort(key=lambda x: int(x["index"]))
         status = 422 if rejected and not accepted else 200
         if status == 200 and RUNTIME_HOOK_HEADER in request.headers:  # the runtime's hook: its hook output, not the verdict
-            return self._answer(status, hook_output(_event_name(items)))
+            return self._answer(status, hook_output(_event_name(items), context))
         refused = {r.index for r in rejected}
         truncated = any(len(it.original) > MAX_ORIGINAL_BYTES for it in items if it.index in refused)
-        return self._answer(status, {"accepted": len(accepted), "rejected": len(rejected), "dead_lettered": len(rejected),
-                                     "truncated": truncated, "durable": where,
-                                     "gateway": grant.gateway_id, "received_at_ms": received, "results": results})
+        verdict = {"accepted": len(accepted), "rejected": len(rejected), "dead_lettered": len(rejected), "truncated": truncated, "durable": where,
+                   "gateway": grant.gateway_id, "received_at_ms": received, "results": results}
+        if context is not None:
+            verdict["additional_context"] = context
+        return self._answer(status, verdict)
+
+    async def stub_match(self, request: web.Request) -> web.Response:
+        """``POST /api/stubs/match`` (agent scope; open on a loopback server without tokens): a prompt's memory-stub
+        context for the OpenClaw plugin's ``before_prompt_build``, ``{"prependContext": TEXT}`` (``""`` when none,
+        and ``"why_none"``); the match's stub events are made durable first. ``409 stubs_live_off`` without a stub
+        door; ``400`` for a bad body; ``503`` when the events cannot be made durable."""
+        grant = self.grant(request)
+        if grant is None:
+            return self._reject(401, "unauthorized", "missing or unknown bearer token", {"WWW-Authenticate": 'Bearer realm="hivestream"'})
+        if Scope.AGENT not in grant.scopes:
+            return self._reject(403, "forbidden", f"stub matching needs a token with the agent scope (gateway {grant.gateway_id!r} has not)")
+        if self.door is None:
+            return self._reject(409, "stubs_live_off", "this server matches no memory stubs (serve without --no-stubs-live, with an embedder)")
+        try:
+            async with asyncio.timeout(self.cfg.read_timeout_s):
+                body = await _read_body(request, min(self.cfg.max_body_bytes, 256 << 10))
+            doc = orjson.loads(body)
+        except _TooLarge:
+            return await self._unread(request, self._reject(413, "body_too_large", "a match request is at most 256 KiB"))
+        except TimeoutError:
+            return await self._unread(request, self._reject(408, "client_timeout", f"body not received within {self.cfg.read_timeout_s:g} s"))
+        except (orjson.JSONDecodeError, web.HTTPException, zlib.error, BadEncoding) as e:
+            return self._reject(400, "bad_request", f"the body is no JSON: {type(e).__name__}")
+        prompt = self.door.prompt_of_match(doc, self.now_ms())
+        if isinstance(prompt, str):
+            return self._reject(400, "bad_request", prompt)
+        got = await self.door.answer(prompt)
+        if got.records:
+            _where, failed = await self._durable(got.records)
+            if failed is not None:
+                return failed
+        out: dict[str, Any] = {"prependContext": got.context or ""}
+        if got.context is None:
+            out["why_none"] = got.why_none
+        return self._answer(200, out)
 
     async def healthz(self, _request: web.Request) -> web.Response:
-        """``GET /healthz``: 200 while the server can promise durability; 503 when the sink would refuse a POST."""
+        """``GET /healthz``: 200 while the server can promise durability; 503 when the sink would refuse a POST.
+        With a stub door, ``"stubs"`` holds its counts (prompts, injected, failed open, archives skipped, stubs of another model)."""
         ready, body = self.sink.health()
+        if self.door is not None:
+            body = {**body, "stubs": self.door.stats()}
         return web.Response(body=orjson.dumps(body), status=200 if ready else 503, content_type="application/json")
 
     async def metrics_text(self, request: web.Request) -> web.Response:
@@ -399,6 +452,7 @@ class IngestApp:
         """The aiohttp application (client_max_size is the body limit: bodies are read as streams)."""
         app = web.Application(client_max_size=self.cfg.max_body_bytes, handler_args={"auto_decompress": False})  # see _read_body
         app.router.add_post("/v1/hooks/{runtime}", self.hooks)
+        app.router.add_post("/api/stubs/match", self.stub_match)
         app.router.add_get("/healthz", self.healthz)
         app.router.add_get("/metrics", self.metrics_text)
         return app
@@ -427,7 +481,7 @@ def make_sink(cfg: IngestConfig, metrics: IngestMetrics) -> DurableSink:
 
 async def serve(cfg: IngestConfig, stop: asyncio.Event, on_ready: Callable[[int], None] | None = None,
                 sink: RecordSink | None = None, name: str = "ingest", app: type[IngestApp] = IngestApp,
-                mount: Callable[[web.Application, IngestApp], None] | None = None) -> None:
+                mount: Callable[[web.Application, IngestApp], None] | None = None, door: Door | None = None) -> None:
     """Run the server until ``stop`` is set; then stop accepting and close the sink (flush and seal the spool).
 
     Args:
@@ -439,6 +493,7 @@ async def serve(cfg: IngestConfig, stop: asyncio.Event, on_ready: Callable[[int]
         name: the command's name in log lines.
         app: the request handlers' class (``serve`` passes :class:`IngestApp` with its own routes added).
         mount: adds more routes to the application (the agent API and ``/mcp``, :func:`hivestream.api.routes.mounter`).
+        door: the memory stubs' front door (``None``: prompts are not matched).
 
     Raises:
         ConfigError: a non-loopback bind without tokens.
@@ -451,7 +506,7 @@ async def serve(cfg: IngestConfig, stop: asyncio.Event, on_ready: Callable[[int]
     note = sink.startup_note()
     if note:
         log.info("%s", note)
-    handlers = app(cfg, sink, metrics)
+    handlers = app(cfg, sink, metrics, door=door)
     application = handlers.build()
     if mount is not None:
         mount(application, handlers)

@@ -43,6 +43,7 @@ from hivestream.serve.read_gate import ReadGate
 from hivestream.serve.read_marker import IngestNote, ReadMarker, new_token, remove_marker, write_marker
 from hivestream.serve.start_undo import StartUndo, probe_listen
 from hivestream.serve.stub_route import ServeApp
+from hivestream.serve.stubs_hook import StubsAtServe
 from streams.experiences.extract import Completer
 from streams.experiences.settings import KbSettings
 from streams.ingest.hook_log import DEAD_LETTER, log_origin
@@ -98,6 +99,8 @@ class ServeConfig:
         stub_policy: the memory stubs' match settings (None: those the file holds, else the defaults;
             :func:`hivestream.embedded.stubs.log_policy`).
         api: given what serve reads through, the routes to add beside ``/v1/hooks/*`` (the agent API and ``/mcp``); ``None``: none.
+        stubs_live: prompts matched against the memory stubs at the hook routes, the nightly refresh
+            (:class:`~hivestream.serve.stubs_hook.StubsAtServe`); ``None``: off.
     """
 
     http: IngestConfig
@@ -111,6 +114,7 @@ class ServeConfig:
     kb_settings: KbSettings = field(default_factory=KbSettings)
     stub_policy: MatchPolicy | None = None
     api: Callable[[ServeReads], Callable[[web.Application, server.IngestApp], None]] | None = None
+    stubs_live: StubsAtServe | None = None
 
 
 def connect_host(bind: str) -> str:
@@ -175,13 +179,14 @@ async def _serve(cfg: ServeConfig, stop: asyncio.Event, on_ready: Callable[[int]
                  undo: StartUndo) -> None:
     hook_log = HookLog(cfg.log_dir, max_bytes=cfg.log_max_bytes, segment_bytes=cfg.segment_bytes)
     undo.log_held = True
+    stubs = cfg.stubs_live
     try:
         dead_letter_torn(hook_log, clock)
         progress = Progress()
 
         def open_run() -> LogRun:  # DuckDB on one thread: a read's query takes one core at most (its own, at a lower priority)
             run = open_log_run(cfg.db, cfg.settings, cfg.kb_settings, completer=completer, duckdb_threads=SERVE_DUCKDB_THREADS,
-                               stub_policy=cfg.stub_policy)
+                               stub_policy=cfg.stub_policy, stub_listener=None if stubs is None else stubs.listener)
             undo.db_held = True
             return run
 
@@ -200,14 +205,22 @@ async def _serve(cfg: ServeConfig, stop: asyncio.Event, on_ready: Callable[[int]
             read_runner, read_port = await start_reads(reads)
 
             def ready(port: int) -> None:
+                if stubs is not None:  # said once listening: a start that fails says one line only
+                    log.info("%s", stubs.note)
                 write_marker(cfg.db, ReadMarker(os.getpid(), read_port, token, IngestNote(connect_host(http.host), port, http.review_token)))
                 on_ready(port)
 
-            sink = LogSink(hook_log, Topics(http.namespace), progress, db=cfg.db.name, retry_after_s=http.retry_after_s,
+            topics = Topics(http.namespace)
+            sink = LogSink(hook_log, topics, progress, db=cfg.db.name, retry_after_s=http.retry_after_s,
                            headroom_bytes=2 * http.max_body_bytes, clock=clock)
+            door = None if stubs is None else stubs.door(topics.stub_events)
+            if stubs is not None:
+                stubs.start(sink, topics.stub_events, asyncio.get_running_loop())
             mount = None if cfg.api is None else cfg.api(ServeReads(gate, lambda: progress.applied, lambda: hook_log.durable()[0]))
-            await server.serve(http, stop, ready, sink=sink, name="serve", app=ServeApp, mount=mount)
+            await server.serve(http, stop, ready, sink=sink, name="serve", app=ServeApp, mount=mount, door=door)
         finally:
+            if stubs is not None:
+                await asyncio.to_thread(stubs.stop)
             remove_marker(cfg.db, token)
             if read_runner is not None:
                 await read_runner.cleanup()

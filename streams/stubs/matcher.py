@@ -206,8 +206,11 @@ class StubIndex:
         """
         return self.match_scored(message)[0]
 
-    def match_scored(self, message: MessageEmbedded) -> tuple[list[Match], float | None]:
+    def match_scored(self, message: MessageEmbedded, settings: MatchSettings | None = None) -> tuple[list[Match], float | None]:
         """:meth:`match` and the message's best similarity whatever the threshold, from one decode and one product per scope.
+
+        ``settings`` replaces the policy's settings of the message's channel for this call (a
+        runtime's cap cuts them; see :func:`streams.stubs.inject.fit_settings`).
 
         The best similarity is the highest exact similarity (at least -1) over the candidate stubs
         (the channel's and the global ones) whose ``archive_tokens`` fit :data:`PROBE_BUDGET`: what
@@ -225,7 +228,7 @@ class StubIndex:
         if prepared is None:
             return [], None
         scopes, u32, u64 = prepared
-        settings = self.policy.for_channel(message.channel)
+        settings = settings or self.policy.for_channel(message.channel)
         view = self._views.get(message.channel)
         if view is None:
             view = self._views[message.channel] = _View.stack(scopes)
