@@ -53,7 +53,7 @@ from hivestream.services.readers import CursorReader  # noqa: E402
 from hivestream.services.recall import RecallService  # noqa: E402
 from projections.experiences.schema import KB_DDL  # noqa: E402
 from projections.frames.schema import DDL  # noqa: E402
-from streams.experiences.settings import KbSettings  # noqa: E402
+from streams.experiences.settings import ExperienceSettings  # noqa: E402
 
 CALLER = Caller(agent_id="bench")
 
@@ -180,7 +180,7 @@ def bench_index(sizes: list[int], n_queries: int) -> None:
             db, _same, exps, frames = build_files(n, Path(tmp), words, rng)
             anchor, fts_build = fts5(exps, frames)
             with reader_on(db) as reader:
-                svc = ExperienceService(reader, None, KbSettings())
+                svc = ExperienceService(reader, None, ExperienceSettings())
                 rec = RecallService(reader)
                 t = time.perf_counter()
                 svc._search_sync("warm", 5, None, False, CALLER)

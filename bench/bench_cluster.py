@@ -128,13 +128,13 @@ def stage_produce(namespace: str, path: str) -> dict[str, float]:
 
 def stage_projector(namespace: str) -> dict[str, float]:
     """``frames`` + ``dead-letter`` → a fresh DuckDB file; records/s."""
+    from projections.frames.projection import FramesProjection
     from projections.frames.projector import Projector
-    from projections.frames.sink import DuckSink
     from streams.kafka.topics import Topics
 
     t = Topics(namespace)
     with tempfile.TemporaryDirectory() as d:
-        sink = DuckSink(Path(d) / "bench.duckdb")
+        sink = FramesProjection(Path(d) / "bench.duckdb")
         p = Projector(sink, _conn(), t.frames, t.dead_letter, snapshot_every_s=0, batch_max=50_000)
         t0 = time.perf_counter()
         rep = p.run(until_caught_up=True)

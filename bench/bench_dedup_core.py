@@ -2,7 +2,7 @@
 
 Prints captures/s (median of several runs) and peak traced memory (tracemalloc) for:
 
-* ``to_capture + DedupCore.process`` (hash once per capture, a dict lookup per key);
+* ``to_capture + DedupFold.process`` (hash once per capture, a dict lookup per key);
 * the seed's hive-mind ``findDuplicate``: SHA-256 of the stripped, trimmed content of each of
   the last 500 frames for every insert (``seeds/hive-mind-oq6-dedup-design.md`` §4).
 
@@ -22,7 +22,7 @@ import tracemalloc
 from pathlib import Path
 
 from streams.frames.capture import to_capture
-from streams.frames.dedup import DedupCore
+from streams.frames.dedup import DedupFold
 from streams.importers.files import import_file
 from streams.model.body_hash import stripped_body
 from streams.model.deadletter import RejectedInput
@@ -52,7 +52,7 @@ def stream(events: list[HookEvent], repeat: int) -> list[HookEvent]:
 
 def run_core(events: list[HookEvent]) -> int:
     """Hash and dedup every event; returns the number of frames created."""
-    core = DedupCore()
+    core = DedupFold()
     created = 0
     for i, ev in enumerate(events):
         c = to_capture(ev, offset=i)
@@ -105,7 +105,7 @@ def main() -> None:
     print(f"machine: {platform.machine()} {platform.processor() or ''} python {platform.python_version()}; "
           f"{len(events)} captures ({a.repeat} rounds of the corpus with the gateway capture)")
     core_rate, core_mem, core_frames = measure(run_core, events, a.runs)
-    print(f"dedup core (to_capture + DedupCore): {core_rate:,.0f} captures/s median of {a.runs}, peak {core_mem:.1f} MiB, {core_frames} frames")
+    print(f"dedup core (to_capture + DedupFold): {core_rate:,.0f} captures/s median of {a.runs}, peak {core_mem:.1f} MiB, {core_frames} frames")
     seed_events = events[: min(len(events), 2000)]
     seed_rate, seed_mem, _ = measure(run_seed, seed_events, max(1, a.runs // 2))
     print(f"seed findDuplicate (rehash last 500): {seed_rate:,.0f} captures/s on the first {len(seed_events)}, peak {seed_mem:.1f} MiB")

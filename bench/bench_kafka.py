@@ -112,12 +112,12 @@ def stage_raw_produce(bootstrap: str, namespace: str, path: str) -> dict[str, fl
 def stage_projector(bootstrap: str, namespace: str, version: str, batch: str = "20000") -> dict[str, float]:
     """Project ``frames[.version]`` + ``dead-letter`` into a fresh DuckDB file, ``batch`` records per
     transaction; records/s."""
+    from projections.frames.projection import FramesProjection
     from projections.frames.projector import Projector
-    from projections.frames.sink import DuckSink
 
     t = Topics(namespace, version)
     with tempfile.TemporaryDirectory() as d:
-        sink = DuckSink(Path(d) / "bench.duckdb")
+        sink = FramesProjection(Path(d) / "bench.duckdb")
         p = Projector(sink, bootstrap, t.frames, t.dead_letter, snapshot_every_s=0, batch_max=int(batch))
         t0, c0 = time.perf_counter(), cpu_s()
         rep = p.run(until_caught_up=True)
@@ -161,7 +161,7 @@ def stage_append_floor(bootstrap: str, topic: str, batch: str = "20000") -> dict
     import pyarrow as pa
 
     from projections.frames.decode import decode_frame_records
-    from projections.frames.sink import CAPTURE_SCHEMA
+    from projections.frames.projection import CAPTURE_SCHEMA
 
     c, tps, ends = reader_from_start(bootstrap, topic, "bench-floor")
     size = int(batch)

@@ -14,7 +14,7 @@ wall-clock rates to other jobs on the machine):
 * KnowHub worker: ``hivestream worker`` (dedup agent: decode, frames, KnowHub derivation →
   ``experience-events``) from its group's first commit to zero lag vs the faust no-op agent
   (``bench/faust_noop.py``, same app settings) on the same topic;
-* ``hivestream kb project`` (``KbProjector``, fresh DuckDB file) vs a raw consume of
+* ``hivestream kb project`` (``ExperienceProjector``, fresh DuckDB file) vs a raw consume of
   ``experience-events`` with the same client (aiokafka);
 * ``hivestream stubs produce`` (parse, route, aiokafka batches) vs a raw aiokafka producer of
   the same routed records;
@@ -52,7 +52,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.bench_kafka import consume_to_zero_lag, peak_rss_mib, stage_produce, stage_raw_consume, stage_raw_produce  # noqa: E402
-from bench.stage_backlog import KbBacklogSpec, StubBacklogSpec, kb_backlog, stub_backlog, write_lines  # noqa: E402
+from bench.stage_backlog import ExperienceBacklogSpec, StubBacklogSpec, kb_backlog, stub_backlog, write_lines  # noqa: E402
 from streams.kafka.topics import Topics, ensure_topics  # noqa: E402
 from tests.kafka_harness import unique_namespace  # noqa: E402
 
@@ -103,13 +103,13 @@ def stage_stub_raw_produce(bootstrap: str, namespace: str, path: str, partitions
 
 def stage_kb_project(bootstrap: str, namespace: str) -> dict[str, float]:
     """``hivestream kb project --until-caught-up`` into a fresh file; records/s of experience-events + kb-dead-letter."""
-    from projections.experiences.projector import KbProjector
-    from projections.experiences.sink import KbSink
+    from projections.experiences.projection import ExperienceProjection
+    from projections.experiences.projector import ExperienceProjector
 
     t = Topics(namespace)
     with tempfile.TemporaryDirectory() as d:
-        sink = KbSink(Path(d) / "kb.duckdb")
-        proj = KbProjector(sink, bootstrap, t.experience_events, t.kb_dead_letter)
+        sink = ExperienceProjection(Path(d) / "kb.duckdb")
+        proj = ExperienceProjector(sink, bootstrap, t.experience_events, t.kb_dead_letter)
         t0, c0 = time.perf_counter(), time.process_time()
         rep = proj.run(until_caught_up=True)
         dt, cpu = time.perf_counter() - t0, time.process_time() - c0
@@ -120,13 +120,13 @@ def stage_kb_project(bootstrap: str, namespace: str) -> dict[str, float]:
 
 def stage_stub_project(bootstrap: str, namespace: str) -> dict[str, float]:
     """``hivestream stubs project --until-caught-up`` (default match settings) into a fresh file; records/s."""
+    from projections.stubs.projection import StubProjection
     from projections.stubs.projector import StubProjector
-    from projections.stubs.sink import StubSink
     from streams.stubs.settings import MatchSettings
 
     t = Topics(namespace)
     with tempfile.TemporaryDirectory() as d:
-        sink = StubSink(Path(d) / "stubs.duckdb")
+        sink = StubProjection(Path(d) / "stubs.duckdb")
         sink.check_meta(MatchSettings())
         proj = StubProjector(sink, bootstrap, t.stub_matches, t.stub_dead_letter)
         t0, c0 = time.perf_counter(), time.process_time()
@@ -342,7 +342,7 @@ def run_all(bootstrap: str, a: argparse.Namespace, stages: set[str], d: Path, fi
     """Generate the chosen backlogs under ``d`` and run their stages (``--stages``) into ``figs``."""
     if "kb" in stages:
         path = d / "kb.jsonl"
-        lines = write_lines(path, kb_backlog(KbBacklogSpec(events=a.events)))
+        lines = write_lines(path, kb_backlog(ExperienceBacklogSpec(events=a.events)))
         print(f"KnowHub backlog: {lines:,} hook lines ({path.stat().st_size / lines:.0f} bytes each), 12 days", flush=True)
         bench_kb(bootstrap, path, a.runs, a.partitions, d, figs, before)
     if "stubs" in stages:

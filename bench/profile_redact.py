@@ -8,7 +8,7 @@ Times, each the fastest of ``--passes`` passes with the garbage collector paused
 * ``scrub_kb_event``: what ``hivestream produce`` runs per line before keying (strict mode);
 * ``hook_event_key``: the record key (a ``kb_submit`` line derives its experience again, with
   redaction);
-* ``KbDeriver.derive``: the worker's KnowHub derivation of a scrubbed line.
+* ``ExperienceDeriver.derive``: the worker's KnowHub derivation of a scrubbed line.
 
 "reference" switches :func:`streams.redaction.redact._redact_strict` to
 :func:`~streams.redaction.redact._redact_reference` (every rule on every string, the code before
@@ -32,9 +32,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.stage_backlog import KbBacklogSpec, kb_backlog  # noqa: E402
-from streams.experiences.from_hooks import KbDeriver  # noqa: E402
-from streams.experiences.settings import KbSettings  # noqa: E402
+from bench.stage_backlog import ExperienceBacklogSpec, kb_backlog  # noqa: E402
+from streams.experiences.from_hooks import ExperienceDeriver  # noqa: E402
+from streams.experiences.settings import ExperienceSettings  # noqa: E402
 from streams.model.adapters import adapt  # noqa: E402
 from streams.model.deadletter import RejectedInput  # noqa: E402
 from streams.model.decode import parse_json_object  # noqa: E402
@@ -48,7 +48,7 @@ from streams.redaction.scrub import scrub_kb_event  # noqa: E402
 
 def _lines(file: Path | None, n: int) -> Iterator[bytes]:
     if file is None:
-        return itertools.islice(kb_backlog(KbBacklogSpec(events=n)), n)
+        return itertools.islice(kb_backlog(ExperienceBacklogSpec(events=n)), n)
     return itertools.islice((ln.rstrip(b"\n") for ln in file.open("rb") if ln.strip()), n)
 
 
@@ -62,7 +62,7 @@ def _events(lines: Iterator[bytes]) -> list[HookEvent]:
     return out
 
 
-def _derive_all(deriver: KbDeriver, evs: list[HookEvent]) -> list[Any]:
+def _derive_all(deriver: ExperienceDeriver, evs: list[HookEvent]) -> list[Any]:
     out: list[Any] = []
     for e in evs:
         try:
@@ -95,7 +95,7 @@ def main() -> None:
     a = ap.parse_args()
     evs = _events(_lines(a.file, a.lines))
     strict = RedactionMode.STRICT
-    settings = KbSettings()
+    settings = ExperienceSettings()
 
     recorded: list[str] = []
     real = scrub_mod.redact
@@ -107,13 +107,13 @@ def main() -> None:
     scrub_mod.redact = recording  # type: ignore[assignment]
     scrubbed = [scrub_kb_event(e, strict) for e in evs]
     scrub_mod.redact = real
-    deriver = KbDeriver(settings)
+    deriver = ExperienceDeriver(settings)
 
     table: list[tuple[str, Callable[[], Any], int, str]] = [
         ("redact() calls of the scrub", lambda: [redact_mod.redact(s) for s in recorded], len(recorded), "call"),
         ("scrub_kb_event (produce)", lambda: [scrub_kb_event(e, strict) for e in evs], len(evs), "line"),
         ("hook_event_key (produce)", lambda: [hook_event_key(e, kb_settings=settings) for e in scrubbed], len(evs), "line"),
-        ("KbDeriver.derive (worker)", lambda: _derive_all(deriver, scrubbed), len(evs), "line"),
+        ("ExperienceDeriver.derive (worker)", lambda: _derive_all(deriver, scrubbed), len(evs), "line"),
     ]
     fast_impl = redact_mod._redact_strict
     print(f"{len(evs):,} lines, {len(recorded):,} redact() calls in the scrub ({len(recorded) / max(len(evs), 1):.1f} per line), "

@@ -185,7 +185,7 @@ def stub_backlog(spec: StubBacklogSpec) -> Iterator[bytes]:
 
 
 @dataclass(frozen=True)
-class KbBacklogSpec:
+class ExperienceBacklogSpec:
     """What :func:`kb_backlog` generates.
 
     Attributes:
@@ -211,7 +211,7 @@ def _phrase(rnd: random.Random, words: int) -> str:
     return " ".join(rnd.choice(_WORDS) for _ in range(words))
 
 
-def _session_lines(spec: KbBacklogSpec, rnd: random.Random, k: int, t: int, lessons: list[tuple[str, str, str]]) -> list[tuple[int, dict[str, object]]]:
+def _session_lines(spec: ExperienceBacklogSpec, rnd: random.Random, k: int, t: int, lessons: list[tuple[str, str, str]]) -> list[tuple[int, dict[str, object]]]:
     """The hook lines of session ``k`` starting at ``t`` (epoch ms), with their event times."""
     lines: list[tuple[int, dict[str, object]]] = []
     backend = rnd.random() < spec.backend_share
@@ -276,7 +276,7 @@ def _session_lines(spec: KbBacklogSpec, rnd: random.Random, k: int, t: int, less
     return lines
 
 
-def kb_backlog(spec: KbBacklogSpec) -> Iterator[bytes]:
+def kb_backlog(spec: ExperienceBacklogSpec) -> Iterator[bytes]:
     """Yield the KnowHub hook lines (JSON, no newline) in arrival order; see the module docstring.
 
     Returns:
@@ -313,5 +313,5 @@ if __name__ == "__main__":
 
     what, p = sys.argv[1], Path(sys.argv[2])
     events = int(sys.argv[3]) if len(sys.argv) > 3 else 200_000
-    gen = stub_backlog(StubBacklogSpec(events=events)) if what == "stubs" else kb_backlog(KbBacklogSpec(events=events))
+    gen = stub_backlog(StubBacklogSpec(events=events)) if what == "stubs" else kb_backlog(ExperienceBacklogSpec(events=events))
     print(write_lines(p, gen), "lines written to", p)

@@ -6,7 +6,7 @@ from collections import Counter
 from collections.abc import Iterable
 
 from streams.frames.capture import Capture, to_capture
-from streams.frames.dedup import DedupCore, FrameEvent
+from streams.frames.dedup import DedupFold, FrameEvent
 from streams.model.body_hash import KeyStrategy
 from streams.model.events import from_prefixed
 
@@ -33,6 +33,6 @@ def fold(events: Iterable[FrameEvent]) -> dict[str, dict[str, object]]:
     return frames
 
 
-def run(core: DedupCore, caps: Iterable[Capture]) -> list[FrameEvent]:
+def run(core: DedupFold, caps: Iterable[Capture]) -> list[FrameEvent]:
     """Process ``caps`` in order."""
     return [core.process(c) for c in caps]

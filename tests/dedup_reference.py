@@ -8,7 +8,7 @@ watermark when it opened) + W``) and within W of its anchor; otherwise it opens 
 below its group's watermark is late (flagged, never dropped). An event id seen before is the same
 capture read again: it keeps its first answer and changes nothing. W ``None`` is unbounded.
 
-The Kafka-vs-embedded tests compare two paths that share :class:`streams.frames.dedup.DedupCore`;
+The Kafka-vs-embedded tests compare two paths that share :class:`streams.frames.dedup.DedupFold`;
 this is the check of the dedup itself: :func:`expected_tables` against ``hivestream run``'s tables
 (:func:`db_tables`).
 """

@@ -18,8 +18,8 @@ import duckdb
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.errors import KafkaError
 
+from projections.frames.projection import FramesProjection
 from projections.frames.projector import Projector
-from projections.frames.sink import DuckSink
 from streams.importers.files import import_file
 from streams.kafka.lag import consumer_lag
 from streams.kafka.lag import worker_group as lag_worker_group
@@ -229,7 +229,7 @@ def topic_values(bootstrap: str, topic: str) -> Iterator[bytes]:
 
 def project_all(bootstrap: str, topics: Topics, db: Path) -> None:
     """Project the frames and dead-letter topics into ``db`` until caught up."""
-    sink = DuckSink(db)
+    sink = FramesProjection(db)
     proj = Projector(sink, bootstrap, topics.frames, topics.dead_letter, snapshot_every_s=0,
                      memory_calls_topic=None if topics.frames_version else topics.memory_calls)
     try:

@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from hivestream.ingest.server import IngestConfig
-from projections.frames.sink import DuckSink, FramesBatch
+from projections.frames.projection import FramesBatch, FramesProjection
 from streams.kafka.topics import Topics
 from streams.model.deadletter import DeadLetter
 from tests.ingest_harness import IngestProc, read_topic
@@ -68,7 +68,7 @@ def test_each_refusal_at_the_front_door_has_an_identity_of_its_own_and_a_replay_
     assert all(d.source.startswith("ingest:local:claude-code:") for d in dls[:len(REFUSALS)])
     assert len({d.source for d in dls[len(REFUSALS):]}) == 1 and [d.offset for d in dls[len(REFUSALS):]] == [0, 1, 2]
     db = tmp_path / "dl.duckdb"
-    sink_db = DuckSink(db)
+    sink_db = FramesProjection(db)
     try:
         assert sink_db.apply(FramesBatch(dead_letters=dls))[2] == len(dls)
         assert sink_db.apply(FramesBatch(dead_letters=dls))[2] == 0  # the same records read again (a replay after a crash)

@@ -8,7 +8,7 @@ from collections import Counter
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streams.frames.dedup import DedupCore, group_of_key
+from streams.frames.dedup import DedupFold, group_of_key
 from streams.model.body_hash import KeyStrategy
 from tests.dedup_helpers import cap, fold, run
 
@@ -17,7 +17,7 @@ CC = "[hm session:s2 src:claude-code event:stop] "
 
 
 def test_seed_1_cross_source_collapse() -> None:
-    core = DedupCore(60_000)
+    core = DedupFold(60_000)
     evs = run(core, [cap(GW + "BODY", 1000, "a"), cap(CC + "BODY", 1400, "b")])
     assert [e.kind for e in evs] == ["created", "touched"]
     assert evs[1].frame_id == evs[0].frame_id == "a"
@@ -30,21 +30,21 @@ def test_seed_1_cross_source_collapse() -> None:
 
 
 def test_seed_2_different_bodies_never_merge() -> None:
-    evs = run(DedupCore(60_000), [cap(GW + "BODY one", 0, "a"), cap(GW + "BODY two", 1, "b")])
+    evs = run(DedupFold(60_000), [cap(GW + "BODY one", 0, "a"), cap(GW + "BODY two", 1, "b")])
     assert [e.kind for e in evs] == ["created", "created"]
     assert len(fold(evs)) == 2
 
 
 def test_seed_3_unprefixed_and_mixed() -> None:
-    evs = run(DedupCore(60_000), [cap("plain body", 0, "a"), cap("plain body", 5, "b")])
+    evs = run(DedupFold(60_000), [cap("plain body", 0, "a"), cap("plain body", 5, "b")])
     assert [e.kind for e in evs] == ["created", "touched"]
-    evs = run(DedupCore(60_000), [cap(CC + "same", 0, "c"), cap("same", 5, "d")])
+    evs = run(DedupFold(60_000), [cap(CC + "same", 0, "c"), cap("same", 5, "d")])
     assert [e.kind for e in evs] == ["created", "touched"]
 
 
 def test_seed_4_duplicate_older_than_window_not_found() -> None:
     w = 60_000
-    core = DedupCore(w)
+    core = DedupFold(w)
     evs = run(core, [cap(GW + "B", 0, "a"), cap(CC + "B", w, "b"), cap(CC + "B", w + 1, "c")])
     assert [e.kind for e in evs] == ["created", "touched", "created"]  # exactly W apart still matches
 
@@ -52,17 +52,17 @@ def test_seed_4_duplicate_older_than_window_not_found() -> None:
 def test_window_is_anchored_per_key_not_on_clock_boundaries() -> None:
     # 23:59:59.9 and 00:00:00.1 straddle a day and a minute boundary; still one frame.
     day = 86_400_000
-    evs = run(DedupCore(1000), [cap(GW + "x", day - 100, "a"), cap(CC + "x", day + 100, "b")])
+    evs = run(DedupFold(1000), [cap(GW + "x", day - 100, "a"), cap(CC + "x", day + 100, "b")])
     assert [e.kind for e in evs] == ["created", "touched"]
 
 
 def test_out_of_order_within_window_is_a_touch() -> None:
-    evs = run(DedupCore(1000), [cap(GW + "x", 5000, "a"), cap(CC + "x", 4200, "b")])
+    evs = run(DedupFold(1000), [cap(GW + "x", 5000, "a"), cap(CC + "x", 4200, "b")])
     assert [e.kind for e in evs] == ["created", "touched"]
 
 
 def test_unbounded_window_keeps_state_forever() -> None:
-    core = DedupCore(None, allowed_lateness_ms=0)
+    core = DedupFold(None, allowed_lateness_ms=0)
     evs = run(core, [cap("x", 0, "a"), cap("y", 10**12, "b"), cap("x", 2 * 10**12, "c")])
     assert [e.kind for e in evs] == ["created", "created", "touched"]
     assert core.evict() == 0
@@ -82,7 +82,7 @@ def _same_group(body: str, n: int) -> list[str]:
 
 def test_eviction_by_the_key_groups_watermark() -> None:
     x, y, z = _same_group("x", 3)
-    core = DedupCore(1000, allowed_lateness_ms=500, sweep_every=0)
+    core = DedupFold(1000, allowed_lateness_ms=500, sweep_every=0)
     run(core, [cap(x, 0, "a"), cap(y, 1200, "b")])
     g = group_of_key(cap(x, 0, "q").key)
     assert core.watermark_ms(g) == 700
@@ -97,7 +97,7 @@ def test_eviction_by_the_key_groups_watermark() -> None:
 def test_a_capture_of_another_key_group_moves_no_watermark() -> None:
     x = "body of group one"
     other = next(f"other {i}" for i in range(1000) if group_of_key(cap(f"other {i}", 0, "q").key) != group_of_key(cap(x, 0, "q").key))
-    core = DedupCore(1000, allowed_lateness_ms=0, sweep_every=0)
+    core = DedupFold(1000, allowed_lateness_ms=0, sweep_every=0)
     evs = run(core, [cap(x, 0, "a"), cap(other, 10**9, "b"), cap(x, 900, "c")])
     assert [e.kind for e in evs] == ["created", "created", "touched"]  # x's group never saw t = 10**9
     assert not evs[2].late
@@ -105,7 +105,7 @@ def test_a_capture_of_another_key_group_moves_no_watermark() -> None:
 
 def test_a_late_capture_after_its_frame_closed_starts_a_frame_and_its_pair_joins_it() -> None:
     x, y = _same_group("late body", 2)
-    core = DedupCore(1000, allowed_lateness_ms=100, sweep_every=0)
+    core = DedupFold(1000, allowed_lateness_ms=100, sweep_every=0)
     evs = run(core, [cap(x, 0, "a"), cap(y, 5000, "b"), cap(x, 300, "c"), cap(x, 650, "d")])
     # the group's watermark is 4900 when "c" arrives: frame "a" (closes at 1000) is closed
     assert [(e.kind, e.frame_id, e.late) for e in evs] == [("created", "a", False), ("created", "b", False),
@@ -117,16 +117,16 @@ def test_a_late_capture_after_its_frame_closed_starts_a_frame_and_its_pair_joins
 
 
 def test_a_capture_within_the_lateness_is_not_late() -> None:
-    core = DedupCore(1000, allowed_lateness_ms=500, sweep_every=0)
+    core = DedupFold(1000, allowed_lateness_ms=500, sweep_every=0)
     evs = run(core, [cap("x", 1000, "a"), cap("x", 600, "b"), cap("x", 400, "c")])
     assert [(e.kind, e.late) for e in evs] == [("created", False), ("touched", False), ("touched", True)]
 
 
 def test_state_rebuilds_the_group_watermarks() -> None:
     x, y = _same_group("restore", 2)
-    core = DedupCore(1000, allowed_lateness_ms=0, sweep_every=0)
+    core = DedupFold(1000, allowed_lateness_ms=0, sweep_every=0)
     run(core, [cap(x, 0, "a"), cap(y, 5000, "b")])
-    restored = DedupCore(1000, allowed_lateness_ms=0, sweep_every=0, state=dict(core.state))
+    restored = DedupFold(1000, allowed_lateness_ms=0, sweep_every=0, state=dict(core.state))
     assert restored.group_max == core.group_max
     assert restored.process(cap(x, 10, "c")).kind == "created"  # frame "a" closed at 1000 < 5000
 
@@ -134,7 +134,7 @@ def test_state_rebuilds_the_group_watermarks() -> None:
 def test_eviction_waits_for_the_committed_offset() -> None:
     x, y = _same_group("gc", 2)
     committed = {0: 0}
-    core = DedupCore(1000, allowed_lateness_ms=0, sweep_every=0, committed=lambda p: committed.get(p))
+    core = DedupFold(1000, allowed_lateness_ms=0, sweep_every=0, committed=lambda p: committed.get(p))
     run(core, [cap(x, 0, "a", offset=0), cap(y, 9000, "b", offset=1)])
     assert core.evict() == 0  # x's last capture (offset 0) could still be processed again
     committed[0] = 1
@@ -142,7 +142,7 @@ def test_eviction_waits_for_the_committed_offset() -> None:
 
 
 def test_reprocessed_record_is_not_a_duplicate_of_itself() -> None:
-    core = DedupCore(60_000)
+    core = DedupFold(60_000)
     first = cap(GW + "B", 0, "a", offset=7)
     again = run(core, [first, cap(CC + "B", 10, "b"), first])
     assert [e.kind for e in again] == ["created", "touched", "created"]
@@ -154,12 +154,12 @@ def test_a_late_touch_processed_again_is_late_again() -> None:
     """A re-processed record (state restored ahead of the committed offset) re-emits its late flag too:
     the projector stores it (``frame_captures.is_late``) from whichever answer it reads first."""
     x, y = _same_group("late again", 2)
-    core = DedupCore(1000, allowed_lateness_ms=300, sweep_every=0)
+    core = DedupFold(1000, allowed_lateness_ms=300, sweep_every=0)
     caps = [cap(x, 1000, "a"), cap(y, 2000, "b"), cap(x, 1500, "c"), cap(x, 1600, "d")]
     first = run(core, caps)
     assert [(e.kind, e.frame_id, e.late) for e in first] == [("created", "a", False), ("created", "b", False),
                                                               ("touched", "a", True), ("touched", "a", True)]
-    restored = DedupCore(1000, allowed_lateness_ms=300, sweep_every=0, state=dict(core.state))
+    restored = DedupFold(1000, allowed_lateness_ms=300, sweep_every=0, state=dict(core.state))
     assert run(restored, caps) == first  # every answer again, the late flags included
     assert run(core, caps) == first
     assert dict(restored.state) == dict(core.state)  # and nothing changed
@@ -170,12 +170,12 @@ def test_a_frame_keeps_its_captures_first_event_times_and_entries_from_before_ar
     capture moves the watermark by, not its own time); a frame stored before the late touches and
     times were kept (five items) gains them, ``None`` for the ids it held, when it next absorbs one."""
     x, y = _same_group("times kept", 2)
-    core = DedupCore(1000, allowed_lateness_ms=300, sweep_every=0)
+    core = DedupFold(1000, allowed_lateness_ms=300, sweep_every=0)
     run(core, [cap(x, 1000, "a"), cap(x, 1200, "b")])
     (f,) = core.state[cap(x, 0, "q").key]["f"]
     assert f[4:] == [["a", "b"], [], [1000, 1200]]
     old = {cap(x, 0, "q").key: {"f": [["a", 1000, 2000, False, ["a"]]], "g": 1000, "p": [0, 1]}}
-    core = DedupCore(1000, allowed_lateness_ms=300, sweep_every=0, state=dict(old))
+    core = DedupFold(1000, allowed_lateness_ms=300, sweep_every=0, state=dict(old))
     assert core.process(cap(x, 1100, "b")).frame_id == "a"
     (f,) = core.state[cap(x, 0, "q").key]["f"]
     assert f[4:] == [["a", "b"], [], [None, 1100]]
@@ -188,7 +188,7 @@ def test_a_frame_keeps_its_captures_first_event_times_and_entries_from_before_ar
 
 def test_two_events_of_one_input_record_are_distinct_captures() -> None:
     # a transcript line and the gateway capture made of it share a position, not an event id
-    core = DedupCore(60_000)
+    core = DedupFold(60_000)
     evs = run(core, [cap(CC + "B", 0, "a", offset=3), cap(GW + "B", 250, "a-gw", offset=3)])
     assert [e.kind for e in evs] == ["created", "touched"] and evs[1].frame_id == "a"
 
@@ -196,11 +196,11 @@ def test_two_events_of_one_input_record_are_distinct_captures() -> None:
 def test_body_event_strategy_separates_events() -> None:
     p = "[hm src:codex event:user-prompt-submit] "
     s = "[hm src:codex event:stop] "
-    core = DedupCore(60_000)
+    core = DedupFold(60_000)
     evs = run(core, [cap(p + "continue", 0, "a", strategy=KeyStrategy.BODY_EVENT),
                      cap(s + "continue", 1, "b", strategy=KeyStrategy.BODY_EVENT)])
     assert [e.kind for e in evs] == ["created", "created"]
-    evs = run(DedupCore(60_000), [cap(p + "continue", 0, "a"), cap(s + "continue", 1, "b")])
+    evs = run(DedupFold(60_000), [cap(p + "continue", 0, "a"), cap(s + "continue", 1, "b")])
     assert [e.kind for e in evs] == ["created", "touched"]
 
 
@@ -222,7 +222,7 @@ def _summary(events: list) -> set[tuple[str, int, tuple[tuple[str, int], ...]]]:
 @given(log_entries)
 def test_processing_a_log_twice_gives_the_same_frames(entries: list[tuple[str, str, int]]) -> None:
     caps = _caps(entries)
-    core = DedupCore(10_000)
+    core = DedupFold(10_000)
     once = run(core, caps)
     state = copy.deepcopy(dict(core.state))
     again = run(core, caps)
@@ -238,7 +238,7 @@ def test_duplicates_in_another_order_within_the_window_give_the_same_frames(entr
     caps = [cap(src + "same body", t, f"e{i}", offset=i) for i, (src, t) in enumerate(entries)]
     shuffled = caps[:]
     rnd.shuffle(shuffled)
-    a = _summary(run(DedupCore(10_000), caps))
-    b = _summary(run(DedupCore(10_000), shuffled))
+    a = _summary(run(DedupFold(10_000), caps))
+    b = _summary(run(DedupFold(10_000), shuffled))
     assert a == b
     assert len(a) == 1 and next(iter(a))[1] == len(caps)

@@ -35,7 +35,7 @@ import pytest
 
 from streams.frames.capture import Capture, to_capture
 from streams.frames.changelog import PartitionChangelog, is_marker_key, marker_key, marker_value, parse_marker
-from streams.frames.dedup import DedupCore, group_of_key
+from streams.frames.dedup import DedupFold, group_of_key
 from streams.model.adapters import adapt
 from streams.model.body_hash import KeyStrategy
 from streams.model.events import from_prefixed
@@ -87,8 +87,8 @@ def test_a_key_that_starts_like_a_marker_survives_a_restore() -> None:
     for cut in range(4):
         assert simulate(log, [(1, 1), (3, 3)], {1: cut}) == expected, cut
 
-    def make_core(state: TrackedState, watermarks: Mapping[int, int] | None) -> DedupCore:
-        return DedupCore(W, allowed_lateness_ms=L, state=state, watermarks=watermarks)
+    def make_core(state: TrackedState, watermarks: Mapping[int, int] | None) -> DedupFold:
+        return DedupFold(W, allowed_lateness_ms=L, state=state, watermarks=watermarks)
 
     entry = {"f": [["a", 1000, 2000, False, ["a"]]], "g": 1000, "p": [0, 0]}
     items = [(key, entry), (marker_key(0), marker_value({group_of_key(key): 1000}))]
@@ -138,7 +138,7 @@ def test_an_event_id_read_again_with_another_event_time_moves_no_watermark_in_th
                  if group_of_key(post(f"[hm src:x event:stop] another turn {i}", "q", 0).key) == group_of_key(a1.key))
     b, c = post(other, "b", 1_030_000), post(other, "c", 1_040_000)
     assert a1.key == a2.key and a1.event_id == a2.event_id and a1.event_time_ms < a2.event_time_ms
-    core = DedupCore(DEFAULT_WINDOW_MS, allowed_lateness_ms=DEFAULT_ALLOWED_LATENESS_MS, state=TrackedState({}))
+    core = DedupFold(DEFAULT_WINDOW_MS, allowed_lateness_ms=DEFAULT_ALLOWED_LATENESS_MS, state=TrackedState({}))
     got = [answer(core.process(x)) for x in (a1, a2, b, c)]
     assert got == [("created", "a", 1_000_000, False), ("created", "a", 1_000_000, False), ("created", "b", 1_030_000, False),
                    ("touched", "b", 1_030_000, False)]
@@ -188,7 +188,7 @@ def uninterrupted(logs: list[list[Capture]], window: int | None, lateness: int) 
     """Every partition's log through one core, in order, nothing evicted: the answers to match."""
     out: dict[str, Answer] = {}
     for log in logs:
-        core = DedupCore(window, allowed_lateness_ms=lateness, sweep_every=0)
+        core = DedupFold(window, allowed_lateness_ms=lateness, sweep_every=0)
         out.update((c.event_id, answer(core.process(c))) for c in log)
     return out
 
@@ -225,8 +225,8 @@ def cluster(logs: list[list[Capture]], seed: int, window: int | None, lateness: 
     def restore(p: int) -> PartitionChangelog:
         w = owner[p]
 
-        def make_core(state: TrackedState, watermarks: Mapping[int, int] | None) -> DedupCore:
-            return DedupCore(window, allowed_lateness_ms=lateness, state=state, sweep_every=sweep, committed=lambda _q: views[w].get(p),
+        def make_core(state: TrackedState, watermarks: Mapping[int, int] | None) -> DedupFold:
+            return DedupFold(window, allowed_lateness_ms=lateness, state=state, sweep_every=sweep, committed=lambda _q: views[w].get(p),
                              watermarks=watermarks)
 
         return PartitionChangelog.restore(p, list(data.items()), lambda k: owner_of(k) == p, make_core)
@@ -321,7 +321,7 @@ def test_a_changelog_written_before_the_markers_then_killed_in_the_first_flushes
     table: dict[str, Any] = {}
     committed = []
     for log in logs:
-        core = DedupCore(W, allowed_lateness_ms=L, sweep_every=0)
+        core = DedupFold(W, allowed_lateness_ms=L, sweep_every=0)
         drained = rng.randint(10, 40)
         for c in log[:drained]:
             core.process(c)

@@ -6,7 +6,7 @@ flush to the changelog right before faust commits offsets (:mod:`streams.frames.
 uncommitted; the next owner restores the state from the changelog and processes again every record
 since the last committed offset. This test plays that, without Kafka: a generated log of captures
 (a few key groups of a few keys each, disorder within and beyond the allowed lateness, frames
-closing and evicted) is processed by :class:`~streams.frames.dedup.DedupCore` through
+closing and evicted) is processed by :class:`~streams.frames.dedup.DedupFold` through
 :class:`~streams.frames.changelog.PartitionChangelog` with a commit every 8-20 records (its flush
 drained up to 3 records after the offsets were taken, as a fetch can run while a commit awaits), and
 at every commit point the run is cut after EVERY prefix of that flush, in the order the worker writes
@@ -29,7 +29,7 @@ import pytest
 
 from streams.frames.capture import Capture
 from streams.frames.changelog import PartitionChangelog, is_marker_key
-from streams.frames.dedup import DedupCore, FrameEvent
+from streams.frames.dedup import DedupFold, FrameEvent
 from streams.model.tracked_state import TrackedState
 
 W, L = 1_000, 300
@@ -92,8 +92,8 @@ def simulate(log: list[Capture], commits: list[tuple[int, int]], cuts: Mapping[i
     changelog: dict[str, Any] = {}
     committed: list[int | None] = [None]
 
-    def make_core(state: TrackedState, watermarks: Mapping[int, int] | None) -> DedupCore:
-        return DedupCore(W, allowed_lateness_ms=L, state=state, sweep_every=SWEEP, committed=lambda _p: committed[0],
+    def make_core(state: TrackedState, watermarks: Mapping[int, int] | None) -> DedupFold:
+        return DedupFold(W, allowed_lateness_ms=L, state=state, sweep_every=SWEEP, committed=lambda _p: committed[0],
                          watermarks=watermarks if markers else None)
 
     def restore() -> PartitionChangelog:
@@ -253,8 +253,8 @@ def test_a_changelog_without_a_marker_rebuilds_the_watermarks_and_the_first_flus
     x, y = f"{7:08x}{1:056x}", f"{7:08x}{2:056x}"
     old = {x: {"f": [["a", 1000, 2000, False, ["a"]]], "g": 1000, "p": [0, 0]}}
 
-    def make_core(state: TrackedState, watermarks: Mapping[int, int] | None) -> DedupCore:
-        return DedupCore(W, allowed_lateness_ms=L, state=state, sweep_every=0, watermarks=watermarks)
+    def make_core(state: TrackedState, watermarks: Mapping[int, int] | None) -> DedupFold:
+        return DedupFold(W, allowed_lateness_ms=L, state=state, sweep_every=0, watermarks=watermarks)
 
     part = PartitionChangelog.restore(0, [*old.items(), ("~watermarks:1", {"watermarks": [[7, 99]]})], lambda _k: True, make_core)
     assert part.core.group_max == {7: 1000}  # another partition's marker is not this one's

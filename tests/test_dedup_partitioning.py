@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from streams.frames.capture import Capture
-from streams.frames.dedup import DedupCore, FrameEvent, group_of_key
+from streams.frames.dedup import DedupFold, FrameEvent, group_of_key
 from streams.kafka.topics import partition_for
 from streams.model.key_groups import group_record_key
 from tests.dedup_helpers import cap
@@ -105,8 +105,8 @@ def run_partitioned(log: list[tuple[str, int, str]], partitions: int, seed: int,
     states = [ChangelogState() for _ in range(partitions)]
     marks: list[list[int]] = [[] for _ in range(partitions)]  # changelog length after each record
 
-    def core(p: int) -> DedupCore:
-        return DedupCore(W, allowed_lateness_ms=L, state=states[p], sweep_every=37, committed=lambda _q, p=p: committed[p])
+    def core(p: int) -> DedupFold:
+        return DedupFold(W, allowed_lateness_ms=L, state=states[p], sweep_every=37, committed=lambda _q, p=p: committed[p])
 
     cores = [core(p) for p in range(partitions)]
     crash_at = set(rng.sample(range(len(log)), crashes))
@@ -136,7 +136,7 @@ def run_partitioned(log: list[tuple[str, int, str]], partitions: int, seed: int,
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_any_partition_count_interleaving_and_crash_gives_the_embedded_answers(seed: int) -> None:
     log = make_log(seed)
-    one = DedupCore(W, allowed_lateness_ms=L, sweep_every=50)
+    one = DedupFold(W, allowed_lateness_ms=L, sweep_every=50)
     embedded = answers([one.process(c) for c in captures(log, 1)[0]])
     assert sum(k == "touched" for k, _f, _l in embedded.values()) > 900  # the log has double captures
     assert any(late for _k, _f, late in embedded.values())  # and late ones
@@ -152,10 +152,10 @@ def test_the_check_can_fail_one_watermark_for_all_groups_differs() -> None:
     def one_group(_k: str) -> int:
         return 0
 
-    one = DedupCore(W, allowed_lateness_ms=L, group_of=one_group)
+    one = DedupFold(W, allowed_lateness_ms=L, group_of=one_group)
     embedded = answers([one.process(c) for c in captures(log, 1)[0]])
     split = []
     for part in captures(log, 4):
-        core = DedupCore(W, allowed_lateness_ms=L, group_of=one_group)
+        core = DedupFold(W, allowed_lateness_ms=L, group_of=one_group)
         split += [core.process(c) for c in part]
     assert answers(split) != embedded

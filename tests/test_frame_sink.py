@@ -18,11 +18,11 @@ import orjson
 import pytest
 
 from projections.frames.decode import decode_frame_records
+from projections.frames.projection import FramesBatch, FramesProjection
 from projections.frames.rows import capture_columns
-from projections.frames.sink import DuckSink, FramesBatch
 from streams.frames.capture import Capture
 from streams.frames.codec import frame_event_from_json, frame_event_to_json
-from streams.frames.dedup import DedupCore, FrameEvent
+from streams.frames.dedup import DedupFold, FrameEvent
 from streams.model.deadletter import Reason, RejectedInput
 
 SOURCES = ("openclaw", "claude-code", "codex")
@@ -31,7 +31,7 @@ SOURCES = ("openclaw", "claude-code", "codex")
 def _events(n: int, seed: int = 3) -> list[FrameEvent]:
     """``n`` frame events from the dedup core: a few bodies captured by several sources, some parents/projects missing."""
     rng = random.Random(seed)
-    core = DedupCore(600_000)
+    core = DedupFold(600_000)
     out = []
     t = 1_790_000_000_000
     for i in range(n):
@@ -74,7 +74,7 @@ def _oracle(events: list[FrameEvent]) -> tuple[list[tuple[Any, ...]], list[tuple
     return sorted(rows), sorted(caps)
 
 
-def _tables(sink: DuckSink) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+def _tables(sink: FramesProjection) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
     return (sink.con.execute("SELECT * FROM frames ORDER BY ALL").fetchall(),
             sink.con.execute("SELECT * FROM frame_captures ORDER BY ALL").fetchall())
 
@@ -133,7 +133,7 @@ def test_sink_equals_a_plain_fold_in_any_batching_with_redeliveries(tmp_path: Pa
     stream = list(events)
     for fe in rng.sample(events, 60):
         stream.insert(min(len(stream), stream.index(fe) + rng.choice((1, 300))), fe)
-    with DuckSink(tmp_path / "p.duckdb") as sink:
+    with FramesProjection(tmp_path / "p.duckdb") as sink:
         created = dups = 0
         for i in range(0, len(stream), batch):
             f, d, _ = sink.apply(FramesBatch.of_events(stream[i:i + batch]), {("frames", 0): i + batch})
@@ -151,7 +151,7 @@ def test_a_touch_before_its_created_capture_gets_the_writer_later(tmp_path: Path
     events = _events(600)
     touched = next(fe for fe in events if fe.kind == "touched")
     created = next(fe for fe in events if fe.kind == "created" and fe.frame_id == touched.frame_id)
-    with DuckSink(tmp_path / "p.duckdb") as sink:
+    with FramesProjection(tmp_path / "p.duckdb") as sink:
         sink.apply(FramesBatch.of_events([touched]))
         assert sink.con.execute("SELECT content, source FROM frames").fetchall() == [(None, None)]
         sink.apply(FramesBatch.of_events([created]))
@@ -171,7 +171,7 @@ def test_a_file_made_with_the_old_primary_keys_folds_the_same(tmp_path: Path) ->
     con.execute(DDL[1].replace("event_id VARCHAR NOT NULL USING", "event_id VARCHAR PRIMARY KEY USING", 1))
     con.close()
     events = _events(300)
-    with DuckSink(db) as sink:
+    with FramesProjection(db) as sink:
         assert sink.con.execute("SELECT count(*) FROM duckdb_constraints() WHERE constraint_type = 'PRIMARY KEY' "
                                 "AND table_name IN ('frames', 'frame_captures')").fetchall() == [(2,)]
         for i in range(0, len(events), 40):
@@ -197,10 +197,10 @@ def test_sink_equals_a_plain_fold_when_fingerprints_collide_and_frames_are_old(t
         stream.insert(min(len(stream), stream.index(fe) + rng.choice((1, 40, 300))), fe)
     touches = [fe for fe in events if fe.kind == "touched"]
     stream[200:200] = rng.sample(touches, 20)  # touched events delivered again long after their frame was written
-    with DuckSink(tmp_path / "p.duckdb") as sink:
+    with FramesProjection(tmp_path / "p.duckdb") as sink:
         for i in range(0, len(stream), 3):
             sink.apply(FramesBatch.of_events(stream[i:i + 3]))
-    with DuckSink(tmp_path / "p.duckdb") as sink:  # reopened: the fingerprints are read from the file
+    with FramesProjection(tmp_path / "p.duckdb") as sink:  # reopened: the fingerprints are read from the file
         assert sink.apply(FramesBatch.of_events(events[:50])) == (0, 0, 0)
         frames, caps = _tables(sink)
     assert (frames, caps) == _oracle(stream)
@@ -225,7 +225,7 @@ def test_a_batch_of_new_captures_scans_neither_whole_table(tmp_path: Path) -> No
     """A batch with no repeated event id runs no join against all of ``frame_captures``,
     and the frames it touches are found among the rows of the last batches, not in all of ``frames``."""
     events = _events(600, seed=9)
-    with DuckSink(tmp_path / "p.duckdb") as sink:
+    with FramesProjection(tmp_path / "p.duckdb") as sink:
         for i in range(0, 500, 50):
             sink.apply(FramesBatch.of_events(events[i:i + 50]))
         rec = _Recorder(sink.con)
@@ -285,7 +285,7 @@ class _Failing:
 def test_a_failed_batch_raises_its_own_error_not_the_clean_up_s(tmp_path: Path, fail_on: str, error: Exception) -> None:
     """A full disk at COMMIT or an out-of-memory insert is the error the caller sees (the user's one line),
     not the ROLLBACK or unregister that DuckDB refuses afterwards; nothing of the batch is written."""
-    sink = DuckSink(tmp_path / "f.duckdb")
+    sink = FramesProjection(tmp_path / "f.duckdb")
     real = sink.con
     try:
         sink.con = _Failing(real, fail_on, error)  # type: ignore[assignment]

@@ -10,11 +10,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bench.backlog import BacklogSpec, generate
-from bench.stage_backlog import KbBacklogSpec, kb_backlog
+from bench.stage_backlog import ExperienceBacklogSpec, kb_backlog
 from streams.frames.capture import Capture, Skipped
 from streams.frames.capture_import import CaptureOptions, item_outcome
 from streams.frames.routing import Refused, route_event, route_record
-from streams.memory_calls import DEFAULT_RULES
+from streams.memory_calls.tool_calls import DEFAULT_RULES
 from streams.model.body_hash import KeyStrategy
 from streams.model.deadletter import DeadLetter, Reason, RejectedInput
 from streams.model.decode import decode_hook_record
@@ -34,7 +34,7 @@ def memory_tool_call(i: int) -> bytes:
 def lines() -> list[bytes]:
     """Turns, tool and lifecycle events, KnowHub calls, memory tool calls, bodies over the limit, bad lines."""
     out = [line for _, line in generate(BacklogSpec(turns=300, bad_every=20, seed=3))]
-    out += list(kb_backlog(KbBacklogSpec(events=600, seed=4)))
+    out += list(kb_backlog(ExperienceBacklogSpec(events=600, seed=4)))
     out += [memory_tool_call(i) for i in range(5)]
     out += [b"\xff\xfe", b"{not json", b"[]", b'{"content": "[hm src:x]  ", "timestamp": 7}',
             json.dumps({"hook_event_name": "Stop", "session_id": "s", "last_assistant_message": "x" * (LIMIT + 1), "ts": 9}).encode()]

@@ -12,9 +12,9 @@ import pytest
 import streams.frames.routing as frames_routing
 import streams.stubs.partition as stub_partition
 from streams.experiences.extract import ExtractionError
-from streams.experiences.from_hooks import ExtractionRequest, KbDeriver
+from streams.experiences.from_hooks import ExperienceDeriver, ExtractionRequest
 from streams.experiences.routing import route_kb_record, run_extraction
-from streams.experiences.settings import KbSettings
+from streams.experiences.settings import ExperienceSettings
 from streams.frames.routing import route_record
 from streams.model.deadletter import DeadLetter, Reason, RejectedInput
 from streams.model.guard import Guard, plain_letter, record_value
@@ -88,8 +88,8 @@ def test_the_stub_partition_dead_letters_a_bug(monkeypatch: pytest.MonkeyPatch) 
 
 @pytest.mark.parametrize("mode", list(RedactionMode))
 def test_the_knowhub_routing_dead_letters_a_bug_redacted_in_strict_mode(monkeypatch: pytest.MonkeyPatch, mode: RedactionMode) -> None:
-    monkeypatch.setattr(KbDeriver, "derive", boom)
-    (out,) = route_kb_record(STOP, POS, KbDeriver(KbSettings(privacy_mode=mode)), 1)
+    monkeypatch.setattr(ExperienceDeriver, "derive", boom)
+    (out,) = route_kb_record(STOP, POS, ExperienceDeriver(ExperienceSettings(privacy_mode=mode)), 1)
     assert isinstance(out, DeadLetter) and out.reason == "processing_error" and out.event_id != ""
     assert (SECRET in out.detail) is (mode is RedactionMode.RELAXED)
 
@@ -106,6 +106,6 @@ class Failing:
                                              (ZeroDivisionError("bug"), "processing_error")])
 def test_an_extraction_that_fails_is_one_dead_letter_of_its_request(exc: Exception, reason: str) -> None:
     req = ExtractionRequest("req-1", 5, "agent", "session", [{"role": "user", "content": "hi"}])
-    (out,) = run_extraction(req, Failing(exc), KbSettings(), POS, 1)
+    (out,) = run_extraction(req, Failing(exc), ExperienceSettings(), POS, 1)
     assert isinstance(out, DeadLetter) and (out.reason, out.event_id) == (reason, "req-1")
     assert json.loads(out.original())["request_id"] == "req-1"

@@ -20,7 +20,7 @@ import pytest
 
 from projections import file_copy
 from projections.file_copy import HeldFileCopy
-from projections.frames.sink import DuckSink, FramesBatch
+from projections.frames.projection import FramesBatch, FramesProjection
 from projections.frames.snapshot import publish_idle_snapshot, publish_snapshot
 from projections.reading import snapshot_path
 from tests.kafka_harness import unique_namespace
@@ -52,7 +52,7 @@ def _read_in_another_process(snap: Path) -> dict[str, Any]:
 def test_the_snapshot_holds_the_committed_rows_while_the_writer_holds_the_file(tmp_path: Path) -> None:
     db = tmp_path / "p.duckdb"
     events = _events(900)
-    sink = DuckSink(db)
+    sink = FramesProjection(db)
     try:
         sink.apply(FramesBatch.of_events(events[:500]), {("ns.frames", 0): 500})
         assert Path(f"{db}.wal").stat().st_size > 0  # the rows are in the WAL only: the copy needs the checkpoint
@@ -84,7 +84,7 @@ def test_the_same_tables_as_copy_from_database(tmp_path: Path) -> None:
     got = []
     for publish in (publish_idle_snapshot, publish_snapshot):
         db = tmp_path / f"{publish.__name__}.duckdb"
-        with DuckSink(db) as sink:
+        with FramesProjection(db) as sink:
             sink.apply(FramesBatch.of_events(events), {("ns.frames", 1): 600})
             publish(sink, 5)
         got.append(_read_in_another_process(snapshot_path(db)))
@@ -109,7 +109,7 @@ class _NoCheckpoint:
 def test_a_wal_left_after_the_checkpoint_takes_the_copy_path(tmp_path: Path) -> None:
     db = tmp_path / "p.duckdb"
     events = _events(300, seed=4)
-    sink = DuckSink(db)
+    sink = FramesProjection(db)
     real = sink.con
     try:
         sink.apply(FramesBatch.of_events(events), {("ns.frames", 0): 300})
@@ -183,7 +183,7 @@ def test_a_publication_that_fails_is_one_line_from_the_projector(kafka_bootstrap
 def test_a_path_with_a_quote_is_copied(tmp_path: Path) -> None:
     """``COPY FROM DATABASE`` attaches the copy by its path: a quote in it is part of the name, not the end of the SQL string."""
     db = tmp_path / "it's memory.duckdb"
-    with DuckSink(db) as sink:
+    with FramesProjection(db) as sink:
         sink.apply(FramesBatch.of_events(_events(50, seed=3)), {("ns.frames", 0): 50})
         publish_snapshot(sink, 5)
     assert len(_read_in_another_process(snapshot_path(db))["frame_captures"]) == 50

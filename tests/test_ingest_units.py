@@ -11,8 +11,8 @@ import pytest
 from hivestream.hooks.command import spool_read, spool_write, stamp
 from hivestream.hooks.config import CLAUDE_EVENTS, add_ours, http_handler, is_ours, remove_ours, set_notify, unset_notify
 from hivestream.ingest.spool import Spool, SpoolFull
-from streams.experiences.from_hooks import KbDeriver
-from streams.experiences.settings import KbSettings
+from streams.experiences.from_hooks import ExperienceDeriver
+from streams.experiences.settings import ExperienceSettings
 from streams.importers.files import import_file
 from streams.ingest.auth import TokenTable, hash_token, is_loopback, parse_tokens
 from streams.ingest.hook_output import hook_output
@@ -205,7 +205,7 @@ def test_a_knowhub_line_keeps_its_own_event_id_live_and_on_import(tmp_path: Path
     [imported] = [ev for _o, _r, ev in import_file(src)[1]]
     assert isinstance(imported, HookEvent)
     assert live[0].event_id == live[1].event_id == imported.event_id
-    deriver = KbDeriver(KbSettings())
+    deriver = ExperienceDeriver(ExperienceSettings())
     assert {d.event_id for ev in (*live, imported) for d in deriver.derive(ev)} == {"kb-line-1"}  # type: ignore[union-attr]
 
 

@@ -14,7 +14,7 @@ from hivestream.embedded.frames import run_files
 from streams.experiences.build import build_experience
 from streams.experiences.extract import build_messages
 from streams.experiences.search import SearchDoc, SearchHit, format_prompt
-from streams.experiences.settings import KbSettings
+from streams.experiences.settings import ExperienceSettings
 from streams.frames.capture import Capture, to_capture
 from streams.frames.fast_capture import line_capture
 from streams.model import fastpath
@@ -72,7 +72,7 @@ def test_a_reply_that_is_only_a_block_is_no_frame(tmp_path: Path) -> None:
 
 
 def test_an_experience_quoting_a_block_is_built_without_it() -> None:
-    s = KbSettings()
+    s = ExperienceSettings()
     ev = build_experience({"task": "deploy", "resource": PLUGIN_INDEX + "helm", "result": "worked"}, event_id="x", event_time_ms=0, settings=s)
     assert ev.resource == "helm"
     with pytest.raises(RejectedInput) as e:

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.stage_backlog import KbBacklogSpec, kb_backlog, write_lines
+from bench.stage_backlog import ExperienceBacklogSpec, kb_backlog, write_lines
 from streams.kafka.topics import Topics
 from tests.kafka_harness import (
     create_topics,
@@ -53,7 +53,7 @@ def event_ids(bootstrap: str, topic: str) -> set[str]:
 
 def test_kb_backlog_two_workers_kill9_equal_the_embedded_runner(kafka_bootstrap: str, tmp_path: Path) -> None:
     log = tmp_path / "kb.jsonl"
-    lines = write_lines(log, kb_backlog(KbBacklogSpec(events=EVENTS, seed=SEED)))
+    lines = write_lines(log, kb_backlog(ExperienceBacklogSpec(events=EVENTS, seed=SEED)))
     assert lines >= EVENTS
     ref = tmp_path / "embedded.duckdb"
     out = " ".join(hivestream_cli(kafka_bootstrap, "kb", "run", str(log), "--db", str(ref)).split())

@@ -15,8 +15,8 @@ from typing import Any
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from streams.experiences.from_hooks import KbDeriver, hit_count
-from streams.experiences.settings import KbSettings
+from streams.experiences.from_hooks import ExperienceDeriver, hit_count
+from streams.experiences.settings import ExperienceSettings
 from streams.model.deadletter import Reason, RejectedInput
 from streams.model.events import HookEvent
 from streams.redaction.redact import RedactionMode
@@ -80,7 +80,7 @@ def tool_calls(draw: st.DrawFn) -> HookEvent:
                      event_time_ms=1_790_000_000_000, raw=raw)
 
 
-def outcome(deriver: KbDeriver, ev: HookEvent) -> Any:
+def outcome(deriver: ExperienceDeriver, ev: HookEvent) -> Any:
     try:
         return [e.model_dump() if hasattr(e, "model_dump") else e for e in deriver.derive(ev)]
     except RejectedInput as e:
@@ -97,7 +97,7 @@ SEARCH = HookEvent(schema_version=1, event_id="e1", source="openclaw", event_typ
 @given(tool_calls(), st.booleans())
 @example(SEARCH, False)
 def test_deriving_a_call_equals_deriving_its_whole_scrub(ev: HookEvent, approval: bool) -> None:
-    deriver = KbDeriver(KbSettings(require_approval=approval))
+    deriver = ExperienceDeriver(ExperienceSettings(require_approval=approval))
     assert outcome(deriver, ev) == outcome(deriver, scrub_kb_event(ev, STRICT))
 
 
@@ -146,7 +146,7 @@ def test_a_deep_result_of_a_search_is_rejected_not_a_crash() -> None:
         deep = {"content": [{"type": "text", "text": deep}]}
     ev = HookEvent(schema_version=1, event_id="e1", source="openclaw", event_type="x", native_event="after_tool_call", session="s",
                    event_time_ms=1, raw={"ctx": {}, "event": {"toolName": "kb_search", "params": {"query": "q"}, "result": deep}})
-    assert outcome(KbDeriver(KbSettings()), ev)[:2] == ("rejected", Reason.WRONG_SHAPE)
+    assert outcome(ExperienceDeriver(ExperienceSettings()), ev)[:2] == ("rejected", Reason.WRONG_SHAPE)
 
 
 def test_a_tuple_result_counts_as_the_list_the_whole_scrub_made_of_it() -> None:
@@ -156,5 +156,5 @@ def test_a_tuple_result_counts_as_the_list_the_whole_scrub_made_of_it() -> None:
         ev = HookEvent(schema_version=1, event_id="e1", source="claude-code", event_type="x", native_event="PostToolUse", session="s",
                        event_time_ms=1, raw={"tool_name": "kb_search", "tool_input": {"query": CASES[0].text}, "tool_response": result})
         for mode in (STRICT, RedactionMode.RELAXED):
-            deriver = KbDeriver(KbSettings(privacy_mode=mode))
+            deriver = ExperienceDeriver(ExperienceSettings(privacy_mode=mode))
             assert outcome(deriver, ev) == outcome(deriver, scrub_kb_event(ev, mode)), (result, mode)

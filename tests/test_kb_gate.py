@@ -17,9 +17,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import streams.experiences.from_hooks as from_hooks
-from streams.experiences.from_hooks import KbDeriver, may_derive
+from streams.experiences.from_hooks import ExperienceDeriver, may_derive
 from streams.experiences.routing import route_kb_record
-from streams.experiences.settings import KbSettings
+from streams.experiences.settings import ExperienceSettings
 from streams.model.decode import decode_hook_record
 from streams.model.events import HookEvent
 from streams.model.position import Position
@@ -45,7 +45,7 @@ def events(draw: st.DrawFn) -> HookEvent:
                      native_event=draw(st.sampled_from(NATIVE)), session="s", event_time_ms=1_790_000_000_000, raw=raw)
 
 
-def outcome(deriver: KbDeriver, ev: HookEvent) -> Any:
+def outcome(deriver: ExperienceDeriver, ev: HookEvent) -> Any:
     try:
         return [e.model_dump() if hasattr(e, "model_dump") else e.to_json() for e in deriver.derive(ev)]
     except Exception as e:  # a rejected kb call is an outcome like any other here
@@ -55,7 +55,7 @@ def outcome(deriver: KbDeriver, ev: HookEvent) -> Any:
 @settings(max_examples=500, deadline=None)
 @given(events(), st.booleans())
 def test_where_the_gate_says_no_the_derivation_gives_nothing(ev: HookEvent, extraction: bool) -> None:
-    deriver = KbDeriver(KbSettings(extraction_enabled=extraction))
+    deriver = ExperienceDeriver(ExperienceSettings(extraction_enabled=extraction))
     gated = outcome(deriver, ev)
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(from_hooks, "may_derive", lambda _ev: True)
@@ -70,7 +70,7 @@ def test_a_record_the_byte_markers_missed_is_derived_as_kb_run_derives_it(name: 
     line = json.dumps({"session_id": "s1", "hook_event_name": "PostToolUse", "tool_name": name, "tool_input": {"query": "lag"},
                        "tool_response": {"results": [1, 2]}, "timestamp": 1_790_000_000_000}).encode()
     assert b"kb_" not in line and b"KB_" not in line and b"Kb_" not in line and b'"hook"' not in line
-    deriver = KbDeriver(KbSettings())
+    deriver = ExperienceDeriver(ExperienceSettings())
     pos = Position("hook-events", 0, 7, 1_790_000_000_000)
     as_worker = route_kb_record(line, pos, deriver, 0, decoded=decode_hook_record(line, received_at_ms=pos.timestamp_ms))
     as_kb_run = route_kb_record(line, pos, deriver, 0, use_record_time=False, report_bad_records=True)

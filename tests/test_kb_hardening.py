@@ -10,7 +10,7 @@ import pytest
 
 from hivestream.embedded.experiences import run_kb_files
 from streams.experiences.extract import ChatClient
-from streams.experiences.settings import KbSettings
+from streams.experiences.settings import ExperienceSettings
 from streams.redaction.redact import RedactionMode
 from tests.kb_fixtures import extractor_script, write_lines
 from tests.kb_hardening_lines import ENTRIES, check, extraction_count, hardening_lines, items
@@ -23,7 +23,7 @@ def test_every_case_through_every_entry_point(tmp_path: Path, mode: RedactionMod
     log = write_lines(tmp_path / "hooks.jsonl", hardening_lines())
     db = tmp_path / "kb.duckdb"
     with OpenAIStubServer(extractor_script) as server:
-        settings = KbSettings(privacy_mode=mode, extraction_enabled=True, extraction_base_url=server.base_url, require_approval=False)
+        settings = ExperienceSettings(privacy_mode=mode, extraction_enabled=True, extraction_base_url=server.base_url, require_approval=False)
         with ChatClient(server.base_url, "stub-model") as client:
             rep = run_kb_files([log], db, settings, completer=client)
         sent = b"".join(r.body for r in server.requests)

@@ -15,7 +15,7 @@ from kafka import KafkaConsumer, TopicPartition
 
 from hivestream.embedded.experiences import run_kb_files
 from streams.experiences.extract import ChatClient
-from streams.experiences.settings import KbSettings
+from streams.experiences.settings import ExperienceSettings
 from streams.kafka.topics import Topics
 from streams.model.events import stable_id
 from tests.kafka_harness import create_topics, end_offset_sum, group_lag, hivestream_cli, start_worker, stop, unique_namespace, wait_until
@@ -82,7 +82,7 @@ def test_kb_kafka_path_equals_the_embedded_runner(kafka_bootstrap: str, tmp_path
     t = Topics(ns)
     create_topics(kafka_bootstrap, t, partitions=4)
     with OpenAIStubServer(extractor_script) as server:
-        settings = KbSettings(extraction_enabled=True, extraction_base_url=server.base_url, extraction_model="stub-model")
+        settings = ExperienceSettings(extraction_enabled=True, extraction_base_url=server.base_url, extraction_model="stub-model")
         with ChatClient(server.base_url, "stub-model") as client:
             run_kb_files([log], tmp_path / "embedded.duckdb", settings, completer=client)
         monkeypatch.setenv("HIVESTREAM_KB_EXTRACTION_ENABLED", "1")

@@ -11,7 +11,7 @@ import pytest
 
 from hivestream.embedded.experiences import run_kb_files
 from streams.experiences.extract import ChatClient
-from streams.experiences.settings import KbSettings
+from streams.experiences.settings import ExperienceSettings
 from streams.redaction.redact import RedactionMode
 from tests.kb_fixtures import write_lines
 from tests.kb_privacy import leaks, privacy_lines, secrets
@@ -41,7 +41,7 @@ def test_strict_mode_keeps_secrets_out_of_every_table_and_log(tmp_path: Path, mo
     log = write_lines(tmp_path / "hooks.jsonl", privacy_lines())
     db = tmp_path / "kb.duckdb"
     with OpenAIStubServer(lambda _r: Reply.items([])) as server:
-        settings = KbSettings(privacy_mode=mode, extraction_enabled=True, extraction_base_url=server.base_url)
+        settings = ExperienceSettings(privacy_mode=mode, extraction_enabled=True, extraction_base_url=server.base_url)
         with ChatClient(server.base_url, "stub-model") as client:
             rep = run_kb_files([log], db, settings, completer=client)
         sent = b"".join(r.body for r in server.requests)

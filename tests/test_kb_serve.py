@@ -12,7 +12,7 @@ from typing import Any
 import duckdb
 import httpx
 
-from hivestream.embedded.kb_events import event_log
+from hivestream.embedded.experience_log import event_log
 from hivestream.serve.read_marker import read_marker
 from tests.serve_harness import ServeProc, hivestream
 

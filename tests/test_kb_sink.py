@@ -1,4 +1,4 @@
-"""ExperienceProjection.apply (projections.experiences.sink): one Arrow ``INSERT … SELECT`` per table and batch.
+"""ExperienceProjection.apply (projections.experiences.projection): one Arrow ``INSERT … SELECT`` per table and batch.
 
 A key twice in one batch keeps one row (DuckDB rejects a key twice in one statement), a batch
 applied again changes nothing, the dedup state and the reminder counters are replaced as the
@@ -13,8 +13,8 @@ from typing import Any
 import duckdb
 import pytest
 
-from projections.experiences.sink import ExperienceBatch, ExperienceProjection
-from streams.experiences.fold import KbBatch
+from projections.experiences.projection import ExperienceBatch, ExperienceProjection
+from streams.experiences.fold import ExperienceChanges
 from streams.model.deadletter import DeadLetter, Reason
 
 
@@ -38,8 +38,8 @@ def _all(sink: ExperienceProjection) -> dict[str, list[tuple[Any, ...]]]:
     return {t: _rows(sink, t) for t in tables}
 
 
-def _first() -> KbBatch:
-    return KbBatch(
+def _first() -> ExperienceChanges:
+    return ExperienceChanges(
         redactions=[("e1", "email", 1), ("e1", "email", 1), ("e1", "phone", 2)],
         reviews=[_review("r1"), _review("r1")],
         dead_letters=[_dead_letter(7), _dead_letter(7), _dead_letter(8)],
@@ -65,7 +65,7 @@ def test_duplicate_keys_in_one_batch_keep_one_row(tmp_path: Path) -> None:
 def test_later_batches_upsert_delete_replace_and_only_move_positions_forward(tmp_path: Path) -> None:
     with ExperienceProjection(tmp_path / "kb.duckdb") as sink:
         sink.apply(ExperienceBatch(_first(), {"s1": 2}), {("kb", 0): 10})
-        second = KbBatch(hooks=["h2", "h3"], state_changes=({"k1": {"frame": "f1", "n": 2}}, ["k2"]))
+        second = ExperienceChanges(hooks=["h2", "h3"], state_changes=({"k1": {"frame": "f1", "n": 2}}, ["k2"]))
         sink.apply(ExperienceBatch(second, {"s2": 1}), {("kb", 0): 6, ("kb", 2): 3})
         got = _all(sink)
         assert got["kb_hooks_seen"] == [("h1",), ("h2",), ("h3",)]
@@ -77,9 +77,9 @@ def test_later_batches_upsert_delete_replace_and_only_move_positions_forward(tmp
         assert sink.load_counters() == {"s2": 1}
         sink.apply(ExperienceBatch(second, {"s2": 1}), {("kb", 0): 6, ("kb", 2): 3})  # re-delivered: nothing changes
         assert _all(sink) == got
-        sink.apply(ExperienceBatch(KbBatch(), {}), {})  # no counters left: the table is emptied
+        sink.apply(ExperienceBatch(ExperienceChanges(), {}), {})  # no counters left: the table is emptied
         assert _rows(sink, "kb_reminder_counters") == []
-        sink.apply(ExperienceBatch(KbBatch(), None), {})  # counters not given: kept
+        sink.apply(ExperienceBatch(ExperienceChanges(), None), {})  # counters not given: kept
         assert _rows(sink, "kb_reminder_counters") == []
 
 
@@ -87,10 +87,10 @@ def test_a_failing_batch_leaves_nothing_and_the_sink_keeps_working(tmp_path: Pat
     with ExperienceProjection(tmp_path / "kb.duckdb") as sink:
         sink.apply(ExperienceBatch(_first(), {"s1": 2}), {("kb", 0): 10})
         before = _all(sink)
-        bad = KbBatch(hooks=["h9"], redactions=[("e2", None, 1)])  # type: ignore[list-item]  # kind is NOT NULL
+        bad = ExperienceChanges(hooks=["h9"], redactions=[("e2", None, 1)])  # type: ignore[list-item]  # kind is NOT NULL
         with pytest.raises(duckdb.Error):
             sink.apply(ExperienceBatch(bad, {"s9": 9}), {("kb", 0): 20})
         assert _all(sink) == before
-        sink.apply(ExperienceBatch(KbBatch(hooks=["h9"]), {"s1": 2}), {("kb", 0): 20})
+        sink.apply(ExperienceBatch(ExperienceChanges(hooks=["h9"]), {"s1": 2}), {("kb", 0): 20})
         assert ("h9",) in _rows(sink, "kb_hooks_seen")
         assert _rows(sink, "kb_positions") == [("kb", 0, 20)]

@@ -16,7 +16,7 @@ from projections.frames.analytics import MEMORY_QUERIES
 from projections.frames.memory_calls import MemoryCallProjection
 from projections.named_query import run_query
 from streams.importers.files import import_file
-from streams.memory_calls import DEFAULT_RULES, ToolRule, classify, memory_call, results_returned, split_tool_name
+from streams.memory_calls.tool_calls import DEFAULT_RULES, ToolRule, classify, memory_call, results_returned, split_tool_name
 from streams.model.adapters import adapt
 from streams.model.events import HookEvent
 from tests.corpus import CORPUS
@@ -199,7 +199,7 @@ def test_no_secret_of_a_tool_call_reaches_a_table(tmp_path: Path) -> None:
 
 
 def test_the_projection_writes_nothing_for_other_events(tmp_path: Path) -> None:
-    from streams.memory_calls import configured_rules, memory_call
+    from streams.memory_calls.tool_calls import configured_rules, memory_call
 
     rules = configured_rules()
     with MemoryCallProjection(tmp_path / "p.duckdb") as p:
@@ -214,7 +214,7 @@ def test_the_projection_writes_nothing_for_other_events(tmp_path: Path) -> None:
 
 
 def test_rules_from_a_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from streams.memory_calls import RULES_ENV, configured_rules, rules_from_json
+    from streams.memory_calls.tool_calls import RULES_ENV, configured_rules, rules_from_json
 
     f = tmp_path / "rules.json"
     f.write_text(json.dumps([{"name": "Lookup-*", "op": "read", "system": "acme", "server": "*ACME*"}, {"name": "jot", "op": "write", "system": "acme"}]))
@@ -230,7 +230,7 @@ def test_rules_from_a_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> N
 
 def test_a_call_survives_a_trip_through_json() -> None:
     """The record the Kafka path can carry to the projector (see the report to the lead)."""
-    from streams.memory_calls import MemoryToolCall
+    from streams.memory_calls.tool_calls import MemoryToolCall
 
     call = memory_call(adapt(oc_tool(1_780_000_000_000, "s", "a", "kb_search", {"query": "q é"}, {"results": [1]})))
     assert call is not None and MemoryToolCall.from_json(call.to_json()) == call

@@ -8,30 +8,30 @@ from pathlib import Path
 import duckdb
 
 from hivestream.report import Sources, render_html
+from projections.experiences.projection import ExperienceBatch, ExperienceProjection
 from projections.experiences.queries import KB_QUERIES
 from projections.experiences.report_data import memory_kpis, memory_use
-from projections.experiences.sink import ExperienceBatch, KbSink
 from projections.named_query import run_query
 from streams.experiences.build import build_experience
-from streams.experiences.events import ExperienceReviewed, KbPluginHook, KbSearchPerformed, MemoryRecalled
-from streams.experiences.fold import KbFold
-from streams.experiences.settings import KbSettings
+from streams.experiences.events import ExperienceReviewed, MemoryRecalled, PluginHookCalled, SearchPerformed
+from streams.experiences.fold import ExperienceFold
+from streams.experiences.settings import ExperienceSettings
 
 T0 = 1_790_000_000_000
 
 
 def build(db: Path) -> None:
-    fold = KbFold(KbSettings().window)
-    s = KbSettings()
-    fold.feed(KbPluginHook(event_id="h1", event_time_ms=T0, session_key="s1", agent_id="a", hook="before_agent_start"))
-    fold.feed(KbPluginHook(event_id="h2", event_time_ms=T0, session_key="s2", agent_id="b", hook="before_agent_start"))
+    fold = ExperienceFold(ExperienceSettings().window)
+    s = ExperienceSettings()
+    fold.feed(PluginHookCalled(event_id="h1", event_time_ms=T0, session_key="s1", agent_id="a", hook="before_agent_start"))
+    fold.feed(PluginHookCalled(event_id="h2", event_time_ms=T0, session_key="s2", agent_id="b", hook="before_agent_start"))
     ev = build_experience({"task": "t", "result": "r"}, event_id="e1", event_time_ms=T0 + 60_000, settings=s, agent_id="a", session_key="s1")
     fold.feed(ev)
     fold.feed(ExperienceReviewed(event_id="r1", event_time_ms=T0 + 31 * 60_000, experience_id="e1", decision="approved", reviewer="lee"))
     for i, hits in enumerate([0, 2, 0, 3]):
-        fold.feed(KbSearchPerformed(event_id=f"q{i}", event_time_ms=T0, agent_id="a" if i < 3 else "b", query="x", hit_count=hits))
+        fold.feed(SearchPerformed(event_id=f"q{i}", event_time_ms=T0, agent_id="a" if i < 3 else "b", query="x", hit_count=hits))
     fold.feed(MemoryRecalled(event_id="m1", event_time_ms=T0, agent_id="b", query="y", project="p", hit_count=0))
-    with KbSink(db) as sink:
+    with ExperienceProjection(db) as sink:
         sink.apply(ExperienceBatch(fold.drain(), dict(fold.counters)), {})
 
 

@@ -14,11 +14,11 @@ from typer.testing import CliRunner
 
 from hivestream.cli.app import app
 from hivestream.report import CHARTS
+from projections.frames.projection import FramesBatch, FramesProjection
 from projections.frames.schema import DDL
-from projections.frames.sink import DuckSink, FramesBatch
 from projections.frames.snapshot import publish_snapshot
 from streams.frames.capture import to_capture
-from streams.frames.dedup import DedupCore
+from streams.frames.dedup import DedupFold
 from streams.model.events import HookEvent
 from tests.report_fixtures import full_projection
 
@@ -104,10 +104,10 @@ def test_demo_ends_by_writing_the_report(tmp_path: Path) -> None:
 
 
 def test_kafka_path_file_read_from_its_snapshot_while_the_writer_holds_it(tmp_path: Path) -> None:
-    """A projection written as the Kafka projector writes it (DuckSink, no memory_tool_calls table), read from the
+    """A projection written as the Kafka projector writes it (FramesProjection, no memory_tool_calls table), read from the
     snapshot it publishes while the writer still holds the file, by another process."""
     db = tmp_path / "live.duckdb"
-    core = DedupCore(600_000)
+    core = DedupFold(600_000)
     events = []
     for i, (src, t) in enumerate([("openclaw", 0), ("codex", 250), ("codex", 90_000), ("openclaw", 90_350)]):
         ev = HookEvent(event_id=f"e{i}", source=src, event_type="stop", session="openclaw-gateway:c1" if src == "openclaw" else "s1",
@@ -115,7 +115,7 @@ def test_kafka_path_file_read_from_its_snapshot_while_the_writer_holds_it(tmp_pa
         cap = to_capture(ev, partition=0, offset=i)
         assert cap is not None
         events.append(core.process(cap))
-    sink = DuckSink(db)
+    sink = FramesProjection(db)
     try:
         sink.apply(FramesBatch.of_events(events), {("hivestream.frames", 0): 4})
         publish_snapshot(sink, 1_793_617_300_000)

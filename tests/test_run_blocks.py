@@ -1,8 +1,8 @@
 """The runner's columnar batches (:mod:`hivestream.embedded.blocks`) against the capture-by-capture fold.
 
 The oracle is the path the runner took before blocks and the one the Kafka worker still takes:
-:meth:`DedupCore.process` on each :class:`Capture`, the frame events into
-:meth:`DuckSink.apply_batch` (rows transposed by :func:`capture_columns`), in one batch. The runner
+:meth:`DedupFold.process` on each :class:`Capture`, the frame events into
+:meth:`FramesProjection.apply_batch` (rows transposed by :func:`capture_columns`), in one batch. The runner
 gets the same outcomes cut into blocks of every size from 1 up, batches of every size, re-delivered
 event ids, lines that are not captures, dead letters and memory tool calls between them, and runs
 that resume inside a block.
@@ -22,12 +22,12 @@ import pytest
 from hivestream.embedded import blocks
 from hivestream.embedded.blocks import BatchColumns, blocks_of, to_block
 from hivestream.embedded.frames import EmbeddedRunner
+from projections.frames.projection import FramesBatch, FramesProjection
 from projections.frames.rows import capture_columns
-from projections.frames.sink import DuckSink, FramesBatch
 from streams.frames.capture import Capture, Skipped
 from streams.frames.capture_import import Outcome
-from streams.frames.dedup import DedupCore
-from streams.memory_calls import MemoryToolCall
+from streams.frames.dedup import DedupFold
+from streams.memory_calls.tool_calls import MemoryToolCall
 from streams.settings import Settings
 from tests.dedup_helpers import cap
 
@@ -87,14 +87,14 @@ def _tables(con: duckdb.DuckDBPyConnection) -> dict[str, list[tuple[Any, ...]]]:
 
 
 def _oracle(outs: list[Outcome], tmp_path: Path) -> dict[str, list[tuple[Any, ...]]]:
-    """Every capture through DedupCore.process and DuckSink.apply_batch in one batch."""
-    core = DedupCore(Settings().window, allowed_lateness_ms=Settings().allowed_lateness_ms)
+    """Every capture through DedupFold.process and FramesProjection.apply_batch in one batch."""
+    core = DedupFold(Settings().window, allowed_lateness_ms=Settings().allowed_lateness_ms)
     events = [core.process(Capture._make(o[3])) for o in outs if o[1] == "c"]
     runner = EmbeddedRunner(tmp_path / "oracle.duckdb")  # for the dead letters, skipped events and memory tool calls: captures as
     try:                                                    # skipped events of ids the queries leave out
         runner.run_outcomes(ORIGIN, [(o[0], "n", None, Skipped(f"oracle-{o[0]}", "not_a_turn", "x", "s", "stop", None, None, 0, 0, 0), o[4])
                                      if o[1] == "c" else o for o in outs])
-        sink: DuckSink = runner.sink
+        sink: FramesProjection = runner.sink
         sink.apply(FramesBatch.of_events(events))
         return _tables(sink.con)
     finally:
@@ -150,7 +150,7 @@ def test_a_run_resumed_inside_a_block_equals_one_run(tmp_path: Path, monkeypatch
 
 def test_a_batch_s_columns_are_the_frame_events_rows_and_a_block_pickles() -> None:
     outs = _outcomes(5, 300)
-    core, oracle = DedupCore(), DedupCore()
+    core, oracle = DedupFold(), DedupFold()
     batch = BatchColumns()
     for blk in blocks_of(outs, 37):
         blk = pickle.loads(pickle.dumps(blk))  # as the import processes send it

@@ -182,7 +182,7 @@ def test_duckdb_runs_one_thread_beside_import_processes(tmp_path: Path, monkeypa
     """With import processes the runner's DuckDB connection runs one thread (they hold the other
     cores); in one process it keeps DuckDB's default."""
     from hivestream.embedded import frames as embedded
-    from projections.frames.sink import FramesProjection
+    from projections.frames.projection import FramesProjection
 
     seen: list[int] = []
 

@@ -11,8 +11,8 @@ from typer.testing import CliRunner
 
 from hivestream.cli.app import SAMPLES, app
 from hivestream.embedded.frames import EmbeddedRunner, run_files
+from projections.frames.projection import MetaMismatch
 from projections.frames.queries import QUERIES
-from projections.frames.sink import MetaMismatch
 from streams.importers.files import import_file
 from streams.settings import Settings
 from tests.dedup_reference import db_tables, expected_tables, log_captures, reference_dedup

@@ -116,11 +116,11 @@ def test_partition_for_is_kafkas_default_partitioner_for_short_and_long_keys(par
 
 @pytest.mark.parametrize("hook", ["before_agent_start", "before_prompt_build", "agent_end"])
 def test_a_plugin_hook_record_scrubs_only_the_ctx_and_equals_the_fully_scrubbed_one(hook: str) -> None:
-    from streams.experiences.from_hooks import KbDeriver
-    from streams.experiences.settings import KbSettings
+    from streams.experiences.from_hooks import ExperienceDeriver
+    from streams.experiences.settings import ExperienceSettings
 
     ev = event("openclaw", hook, {"hook": hook, "ctx": {"agentId": SECRET, "sessionKey": "k " + SECRET}, "event": {"prompt": SECRET, "messages": []}})
-    deriver = KbDeriver(KbSettings())
+    deriver = ExperienceDeriver(ExperienceSettings())
     (rec,) = deriver.derive(ev)
     assert rec.model_dump() == deriver.derive(scrub_kb_event(ev, STRICT))[0].model_dump()  # what scrubbing the payload first gives
     assert rec.agent_id == redact(SECRET).text and SECRET not in rec.model_dump_json()  # type: ignore[union-attr]
@@ -128,7 +128,7 @@ def test_a_plugin_hook_record_scrubs_only_the_ctx_and_equals_the_fully_scrubbed_
 
 
 def test_a_secret_under_the_counts_key_stays_out_of_a_memory_call_record() -> None:
-    from streams.memory_calls import memory_call
+    from streams.memory_calls.tool_calls import memory_call
 
     ev = event("claude-code", "PostToolUse", {"tool_name": "mcp__kb__kb_search", "tool_input": {"query": "q", COUNTS_KEY: SECRET}, "tool_response": {}})
     call = memory_call(ev)
@@ -225,10 +225,10 @@ def test_a_token_across_the_cut_leaves_nothing_of_itself() -> None:
 
 @pytest.mark.parametrize("raw", [{"event": "x", "ctx": []}, {"event": ["x"], "ctx": "y"}, {"event": None}])
 def test_odd_event_and_ctx_shapes_give_no_record_not_a_crash(raw: dict[str, Any]) -> None:
-    from streams.experiences.from_hooks import KbDeriver
-    from streams.experiences.settings import KbSettings
+    from streams.experiences.from_hooks import ExperienceDeriver
+    from streams.experiences.settings import ExperienceSettings
 
-    deriver = KbDeriver(KbSettings(extraction_enabled=True))
+    deriver = ExperienceDeriver(ExperienceSettings(extraction_enabled=True))
     assert deriver.derive(event("openclaw", "after_tool_call", raw)) == []
     (hook,) = deriver.derive(event("openclaw", "agent_end", raw))  # the hook's record, no extraction request
     assert hook.hook == "agent_end"  # type: ignore[union-attr]

@@ -26,7 +26,7 @@ import duckdb
 import httpx
 import pytest
 
-from streams.frames.dedup import DedupCore
+from streams.frames.dedup import DedupFold
 from streams.ingest.hook_log import HOOK_EVENTS, read_chunks
 from tests.ingest_harness import corpus_payloads, frames_of, payload_lines
 from tests.kafka_harness import frame_tables
@@ -198,8 +198,8 @@ async def _load(url_of: list[str], requests: list[tuple[bytes, int]], clients: i
 
 
 def _swept(rows: list[tuple[Any, ...]]) -> dict[str, Any]:
-    """A ``dedup_state`` table after a full sweep of the closed frames (:meth:`DedupCore.evict`)."""
-    core = DedupCore(state={k: json.loads(v) for k, v in rows})
+    """A ``dedup_state`` table after a full sweep of the closed frames (:meth:`DedupFold.evict`)."""
+    core = DedupFold(state={k: json.loads(v) for k, v in rows})
     core.evict()
     return dict(core.state)
 

@@ -16,7 +16,7 @@ import pytest
 from hivestream.embedded.experiences import run_kb_files
 from hivestream.services.experiences import Caller, ExperienceService, ExtractionDisabled, NotFound, ServiceError, title_of
 from hivestream.services.readers import SnapshotReader
-from streams.experiences.settings import KbSettings
+from streams.experiences.settings import ExperienceSettings
 
 AGENT = Caller(agent_id="a1", session_key="s1")
 REVIEWER = Caller(agent_id="lee", reviewer=True)
@@ -42,7 +42,7 @@ def test_the_kafka_path_answers_before_the_projection_has_it(tmp_path: Path) -> 
     db = tmp_path / "kb.duckdb"
     w = FileWriter(db, tmp_path)
     run_kb_files([], db)
-    svc = ExperienceService(SnapshotReader(db, prefer_file=True), w, KbSettings())
+    svc = ExperienceService(SnapshotReader(db, prefer_file=True), w, ExperienceSettings())
 
     async def go() -> None:
         fields = {"task": "pin the kafka client\nbecause of rebalances", "resource": "aiokafka", "result": "pin 0.11; rebalances stopped"}
@@ -81,7 +81,7 @@ def test_extraction_requests_become_extraction_when_enabled(tmp_path: Path) -> N
     db = tmp_path / "kb.duckdb"
     w = FileWriter(db, tmp_path)
     run_kb_files([], db)
-    svc = ExperienceService(SnapshotReader(db, prefer_file=True), w, KbSettings(extraction_enabled=True))
+    svc = ExperienceService(SnapshotReader(db, prefer_file=True), w, ExperienceSettings(extraction_enabled=True))
 
     async def go() -> str:
         for bad in ({}, {"session_key": "s"}, {"session_key": "s", "messages": [{"role": 1, "content": "x"}]}):
@@ -92,13 +92,13 @@ def test_extraction_requests_become_extraction_when_enabled(tmp_path: Path) -> N
     rid = asyncio.run(go())
     assert w.lines == [{"type": "extraction-requested", "event_id": rid, "event_time_ms": w.lines[0]["event_time_ms"], "session_key": "s",
                         "agent_id": "a1", "messages": [{"role": "user", "content": "fix it"}]}]
-    from streams.experiences.from_hooks import ExtractionRequest, KbDeriver
+    from streams.experiences.from_hooks import ExperienceDeriver, ExtractionRequest
     from streams.model.adapters import adapt
 
     ev = adapt(w.lines[0], received_at_ms=1_790_000_000_000)
-    out = KbDeriver(KbSettings(extraction_enabled=True)).derive(ev)
+    out = ExperienceDeriver(ExperienceSettings(extraction_enabled=True)).derive(ev)
     assert len(out) == 1 and isinstance(out[0], ExtractionRequest) and out[0].request_id == rid and "fix it" in out[0].chat[1]["content"]
-    assert KbDeriver(KbSettings()).derive(ev) == []  # extraction off where the line is applied: nothing
+    assert ExperienceDeriver(ExperienceSettings()).derive(ev) == []  # extraction off where the line is applied: nothing
 
 
 def test_title_is_the_first_line_cut_to_120() -> None:

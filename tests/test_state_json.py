@@ -46,7 +46,7 @@ def test_state_rows_follow_the_changes_batch_after_batch(tmp_path: Path, old_fil
     key, in a new file and in one created with the primary key older versions gave it."""
     import random
 
-    from projections.frames.sink import DuckSink, FramesBatch
+    from projections.frames.projection import FramesBatch, FramesProjection
 
     db = tmp_path / "s.duckdb"
     if old_file:
@@ -57,7 +57,7 @@ def test_state_rows_follow_the_changes_batch_after_batch(tmp_path: Path, old_fil
         con.close()
     rng = random.Random(3)
     model: dict[str, Any] = {}
-    with DuckSink(db) as sink:
+    with FramesProjection(db) as sink:
         pk = sink.con.execute("SELECT count(*) FROM duckdb_constraints() WHERE table_name = 'dedup_state' "
                               "AND constraint_type = 'PRIMARY KEY'").fetchall()
         assert pk == [(1 if old_file else 0,)]
@@ -72,5 +72,5 @@ def test_state_rows_follow_the_changes_batch_after_batch(tmp_path: Path, old_fil
             assert sink.load_dedup_state() == model
             ((rows, keys_n),) = sink.con.execute("SELECT count(*), count(DISTINCT dedup_key) FROM dedup_state").fetchall()
             assert rows == keys_n == len(model)
-    with DuckSink(db) as sink:  # reopened
+    with FramesProjection(db) as sink:  # reopened
         assert sink.load_dedup_state() == model

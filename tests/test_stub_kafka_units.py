@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from projections.stubs.sink import StubProjection, match_meta, stub_batch
+from projections.stubs.projection import StubProjection, match_meta, stub_batch
 from streams.kafka.topics import partition_for
 from streams.model.deadletter import DeadLetter, RejectedInput
 from streams.model.position import Position

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from hivestream.embedded.stubs import run_stub_logs
+from projections.stubs.projection import StubMetaMismatch, stored_settings
 from projections.stubs.queries import STUB_QUERIES, run_stub_query
-from projections.stubs.sink import StubMetaMismatch, stored_settings
 from streams.model.deadletter import Reason, RejectedInput
 from streams.stubs.events import MessageEmbedded, StubDeleted, StubRefreshed, StubUpserted, encode_embedding
 from streams.stubs.log import LogEntry, StubEventT, read_log, source_name, write_log
@@ -234,14 +234,14 @@ def test_other_settings_on_the_same_file_are_refused(tmp_path: Path) -> None:
 
 
 def test_shares_a_file_with_the_frames_projection(tmp_path: Path) -> None:
-    from projections.frames.sink import DuckSink
+    from projections.frames.projection import FramesProjection
 
     db = tmp_path / "both.duckdb"
-    DuckSink(db).close()
+    FramesProjection(db).close()
     log = tmp_path / "log.jsonl"
     write_log(log, scenario(n_messages=5))
     run_stub_logs([read_log(log)], db, POLICY)
-    DuckSink(db).close()
+    FramesProjection(db).close()
     assert db_rows(db, "SELECT count(*) FROM frames") == [(0,)] and db_rows(db, "SELECT count(*) FROM stub_messages") == [(5,)]
 
 

@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from hivestream.embedded.frames import run_files
-from projections.frames.sink import DuckSink
+from projections.frames.projection import FramesProjection
 from streams.importers.transcript_tail import FALLBACK_KEY, last_reply, with_transcript_reply
 from streams.ingest.payloads import to_event
 from streams.model.adapters.openclaw_plugin import PLUGIN_HOOKS
@@ -226,7 +226,7 @@ def test_a_file_made_before_the_new_tables_gets_them_and_keeps_its_rows(tmp_path
     log = tmp_path / "a.jsonl"
     log.write_text(json.dumps({"session_id": "s", "hook_event_name": "UserPromptSubmit", "prompt": "first", "event_time_ms": T0}) + "\n")
     run_files([log], db)
-    with DuckSink(db) as sink:  # what a file of the version before looks like: none of them
+    with FramesProjection(db) as sink:  # what a file of the version before looks like: none of them
         sink.con.execute("DROP TABLE skipped_events")
         sink.con.execute("DROP VIEW event_details")
         sink.con.execute("DROP TABLE event_details_json")

@@ -26,7 +26,7 @@ from hivestream.api.routes import AgentRoutes, ApiParts, mounter
 from hivestream.ingest.server import IngestApp
 from hivestream.serve.app import ServeReads
 from hivestream.services.readers import CursorReader, SnapshotReader
-from streams.experiences.settings import KbSettings
+from streams.experiences.settings import ExperienceSettings
 
 Mount = Callable[[web.Application, IngestApp], None]
 DEFAULT_MAX_STALENESS_S = 60.0
@@ -44,7 +44,7 @@ def mount_mcp(app: web.Application, routes: AgentRoutes) -> None:
                 read_timeout_s=cfg.read_timeout_s).add_to(app)
 
 
-def for_serve(settings: KbSettings, db: Path, *, mcp: bool = True) -> Callable[[ServeReads], Mount]:
+def for_serve(settings: ExperienceSettings, db: Path, *, mcp: bool = True) -> Callable[[ServeReads], Mount]:
     """The agent API (and, with ``mcp``, ``/mcp``) for ``hivestream serve --db db`` (:attr:`hivestream.serve.app.ServeConfig.api`)."""
 
     def make(reads: ServeReads) -> Mount:
@@ -65,7 +65,7 @@ def for_serve(settings: KbSettings, db: Path, *, mcp: bool = True) -> Callable[[
     return make
 
 
-def for_ingest(settings: KbSettings, kb_db: Path, frames_db: Path | None = None, max_staleness_s: float = DEFAULT_MAX_STALENESS_S,
+def for_ingest(settings: ExperienceSettings, kb_db: Path, frames_db: Path | None = None, max_staleness_s: float = DEFAULT_MAX_STALENESS_S,
                *, mcp: bool = True) -> Mount:
     """The agent API (and, with ``mcp``, ``/mcp``) for ``hivestream ingest --db kb_db [--frames-db frames_db]`` (the Kafka path)."""
     kb = SnapshotReader(kb_db, max_staleness_s)

@@ -42,7 +42,7 @@ from hivestream.ingest.server import IngestApp, new_request_id
 from hivestream.services.experiences import Caller, ExperienceService, WriteRefused
 from hivestream.services.readers import ProjectionReader, ReadUnavailable
 from hivestream.services.recall import RecallService
-from streams.experiences.settings import KbSettings
+from streams.experiences.settings import ExperienceSettings
 from streams.ingest.auth import Grant, Scope
 from streams.ingest.payloads import Item, process, request_source
 from streams.model.deadletter import Reason
@@ -95,7 +95,7 @@ class ApiParts:
 
     kb_reader: ProjectionReader
     frames_reader: ProjectionReader | None
-    settings: KbSettings
+    settings: ExperienceSettings
     wait_applied: Callable[[float], Awaitable[bool]] | None = None
     review_hint: str = "a token whose tokens-file line has scopes=review"
 

@@ -42,7 +42,7 @@ from streams.importers.ordered_pool import auto_jobs
 if TYPE_CHECKING:
     from hivestream.embedded.frames import RunReport
 
-# hivestream.embedded.frames and projections.frames.sink (pyarrow, the runner) are imported by the
+# hivestream.embedded.frames and projections.frames.projection (pyarrow, the runner) are imported by the
 # commands that run files: the Kafka commands and `hook` start without them
 
 app = typer.Typer(help="hivestream: dedup AI-agent memory captures into DuckDB projections.", no_args_is_help=True,
@@ -118,7 +118,7 @@ def run(
 ) -> None:
     """Import session files (or a `serve` log: the same tables as serve's file), dedup and project them into DuckDB (no broker)."""
     from hivestream.embedded.frames import run_files
-    from projections.frames.sink import MetaMismatch
+    from projections.frames.projection import MetaMismatch
     from streams.ingest.hook_log import is_log_dir
 
     paths = expand_or_exit(files, err)

@@ -62,7 +62,7 @@ def ingest(
         print(f"error: {e}", file=sys.stderr)
         raise typer.Exit(2) from None
     from hivestream.ingest.spool import default_spool_dir
-    from streams.experiences.settings import KbSettings
+    from streams.experiences.settings import ExperienceSettings
     from streams.ingest.auth import TokenTable, load_tokens
     from streams.kafka.errors import KafkaSetupError, scrub_logging
 
@@ -88,7 +88,7 @@ def ingest(
     cfg = IngestConfig(host=host, port=port, tokens=TokenTable(entries), connection=conn, namespace=s.topic_namespace,
                        partitions=s.partitions, replication_factor=s.replication_factor, min_insync_replicas=s.min_insync_replicas,
                        spool_dir=spool_dir or default_spool_dir(), spool_max_bytes=spool_max_bytes, max_body_bytes=max_body_bytes,
-                       read_timeout_s=read_timeout_s, produce_timeout_s=produce_timeout_s, privacy_mode=KbSettings().privacy_mode,
+                       read_timeout_s=read_timeout_s, produce_timeout_s=produce_timeout_s, privacy_mode=ExperienceSettings().privacy_mode,
                        access_log=access_log, reuse_port=reuse_port, metrics_auth=metrics_auth)
 
     def ready(p: int) -> None:
@@ -98,7 +98,7 @@ def ingest(
     if db is not None:
         from hivestream.api.mounts import for_ingest
 
-        mount = for_ingest(KbSettings(), db, frames_db, max_staleness_s)
+        mount = for_ingest(ExperienceSettings(), db, frames_db, max_staleness_s)
     try:
         run(cfg, ready, mount)
     except (ConfigError, OSError) as e:

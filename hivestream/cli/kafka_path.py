@@ -66,7 +66,7 @@ def produce(
 
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-    from streams.experiences.settings import KbSettings
+    from streams.experiences.settings import ExperienceSettings
     from streams.ingest.hook_log import is_log_dir
     from streams.kafka.topics import Topics
     from streams.model.clock import wall_clock_ms
@@ -102,7 +102,7 @@ def produce(
             prog.update(task, description=f"produced {n} events ({rate:,.0f} events/s)")
 
         rep = produce_files(paths, conn, t, gateway=gateway, now_ms=wall_clock_ms, on_event=tick,
-                            privacy_mode=KbSettings().privacy_mode, jobs=jobs, delivery_timeout_s=delivery_timeout_s)
+                            privacy_mode=ExperienceSettings().privacy_mode, jobs=jobs, delivery_timeout_s=delivery_timeout_s)
     dt = _time.monotonic() - t0
     dl = ", ".join(f"{k} {v}" for k, v in rep.dead_letters.most_common()) or "none"
     out.print(f"produced {rep.events} events from {len(paths)} files to {t.hook_events} in {dt:.1f} s "
@@ -192,13 +192,13 @@ def reprocess(
 
 def _projector(s: Settings, conn: KafkaConnection, db: Path, frames_version: str, snapshot_every_s: float,
                from_time_ms: int | None = None) -> tuple[object, object]:
+    from projections.frames.projection import FramesProjection
     from projections.frames.projector import Projector
-    from projections.frames.sink import DuckSink
     from streams.kafka.topics import Topics
 
     t = Topics(s.topic_namespace, frames_version)
     create_topics(conn, s, t.specs(s.partitions), wait_s=SERVICE_TOPIC_WAIT_S)
-    sink = DuckSink(db)
+    sink = FramesProjection(db)
     return sink, Projector(sink, conn, t.frames, t.dead_letter, batch_max=s.batch_size,
                            snapshot_every_s=snapshot_every_s, from_time_ms=from_time_ms,
                            memory_calls_topic=None if frames_version else t.memory_calls)
@@ -216,12 +216,12 @@ def project(
     snapshot_every_s: Annotated[float, typer.Option("--snapshot-every", help="seconds between published snapshots")] = 2.0,
 ) -> None:
     """Project the frames and dead-letter topics into DuckDB (one transaction per batch with the offsets)."""
+    from projections.frames.projection import FramesProjection
     from projections.frames.projector import Projector
-    from projections.frames.sink import DuckSink
 
     s = kafka_settings(namespace, partitions, replication_factor=replication_factor)
     sink, proj = _projector(s, kafka_connection(bootstrap, kafka_config), db, frames_version, snapshot_every_s)
-    assert isinstance(sink, DuckSink) and isinstance(proj, Projector)
+    assert isinstance(sink, FramesProjection) and isinstance(proj, Projector)
     should_stop = stop_on_signals()
     tune_gc()
     try:
@@ -246,8 +246,8 @@ def replay(
     """Rebuild the projection from offset 0 (or from a time) into a new file, then swap it in atomically."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
+    from projections.frames.projection import FramesProjection
     from projections.frames.projector import Projector, ProjectorReport
-    from projections.frames.sink import DuckSink
 
     s = kafka_settings(namespace, partitions, replication_factor=replication_factor)
     conn = kafka_connection(bootstrap, kafka_config)
@@ -266,7 +266,7 @@ def replay(
             err.print(f"[red]error:[/] --from-time: {e.detail}")
             raise typer.Exit(2) from e
     sink, proj = _projector(s, conn, tmp, frames_version, 0, from_ms)
-    assert isinstance(sink, DuckSink) and isinstance(proj, Projector)
+    assert isinstance(sink, FramesProjection) and isinstance(proj, Projector)
     total = proj.lag()
     with Progress(TextColumn("replaying"), BarColumn(), TextColumn("{task.completed}/{task.total} records"),
                   TimeElapsedColumn(), console=err, transient=True) as prog:

@@ -4,7 +4,7 @@ Review and submission commands *produce events*; the projection changes when the
 on a file a running ``hivestream serve`` holds they go through that serve (its note ``<db>.serve``;
 a review with its review token) into its log, applied by its loop; on a file no serve holds they
 are appended to the event log next to the database (``<db>.kb-events.jsonl``, replayable with
-``kb run``; :mod:`hivestream.embedded.kb_events`) and applied at once; with ``--kafka`` they are
+``kb run``; :mod:`hivestream.embedded.experience_log`) and applied at once; with ``--kafka`` they are
 produced to ``<ns>.experience-events`` and applied by ``kb project``. ``pending``, ``search`` and
 the id lookup of ``approve|reject`` ask the serve holding the file when one does (else the file,
 or its snapshot with a line saying so). User mistakes print one line on stderr and exit with code 2.
@@ -38,11 +38,11 @@ from hivestream.cli.kafka_opts import (
     kafka_settings,
     stop_on_signals,
 )
-from hivestream.embedded.kb_events import event_log
+from hivestream.embedded.experience_log import event_log
 from projections.experiences.queries import KB_QUERIES, KB_REVIEW_QUERIES
 from projections.reading import open_for_reading
-from streams.experiences.events import KbEvent
-from streams.experiences.settings import KbSettings
+from streams.experiences.events import ExperienceEvent
+from streams.experiences.settings import ExperienceSettings
 from streams.model.deadletter import RejectedInput
 
 if TYPE_CHECKING:
@@ -103,7 +103,7 @@ def _named(db: Path, name: str, *, stale_only: bool = False) -> list[tuple[Any, 
     return rows
 
 
-def _emit(ev: KbEvent, db: Path, kafka: bool, bootstrap: str | None, namespace: str | None, kafka_config: Path | None = None) -> str:
+def _emit(ev: ExperienceEvent, db: Path, kafka: bool, bootstrap: str | None, namespace: str | None, kafka_config: Path | None = None) -> str:
     """Produce ``ev`` to Kafka, or send it through the serve holding ``db``, or append it to ``db``'s
     own event log (:mod:`hivestream.services.emit`); returns where it went (exits 2 with one line when it went nowhere)."""
     from hivestream.services.emit import NotEmitted, emit_to_file, emit_to_kafka
@@ -138,7 +138,7 @@ def run(
     if (problem := missing(files)) is not None:
         _fail(problem)
 
-    s = KbSettings()
+    s = ExperienceSettings()
     try:
         client = ChatClient(s.extraction_base_url, s.extraction_model, s.extraction_api_key, s.extraction_timeout_s) if s.extraction_enabled else None
     except ValueError as e:
@@ -168,7 +168,7 @@ def run(
     _print_status(db)
 
 
-def _run_logs(dirs: list[Path], db: Path, s: KbSettings, client: Any) -> None:
+def _run_logs(dirs: list[Path], db: Path, s: ExperienceSettings, client: Any) -> None:
     from hivestream.embedded.log_run import run_kb_log
     from streams.ingest.hook_log import is_log_dir
 
@@ -209,8 +209,8 @@ def project(
                                                     "of `ingest --db` reads them; 0: none)")] = 2.0,
 ) -> None:
     """Kafka: project experience-events and kb-dead-letter into the KnowHub tables (one transaction per batch with the offsets)."""
-    from projections.experiences.projector import KbProjector
-    from projections.experiences.sink import KbSink
+    from projections.experiences.projection import ExperienceProjection
+    from projections.experiences.projector import ExperienceProjector
     from streams.kafka.topics import Topics
 
     s = kafka_settings(namespace, partitions, replication_factor=replication_factor)
@@ -219,11 +219,11 @@ def project(
     create_topics(conn, s, t.specs(s.partitions))
     should_stop = stop_on_signals()
     try:
-        sink = KbSink(db)
+        sink = ExperienceProjection(db)
     except duckdb.IOException as e:
         _fail(f"cannot open {db}: {e}")
     try:
-        proj = KbProjector(sink, conn, t.experience_events, t.kb_dead_letter, KbSettings(), snapshot_every_s=max(0.0, snapshot_every_s))
+        proj = ExperienceProjector(sink, conn, t.experience_events, t.kb_dead_letter, ExperienceSettings(), snapshot_every_s=max(0.0, snapshot_every_s))
         try:
             rep = proj.run(until_caught_up=until_caught_up, idle_exit_s=idle_exit_s, should_stop=should_stop)
         finally:
@@ -253,7 +253,7 @@ def submit(
 
     fields: dict[str, Any] = {"task": task, "resource": resource, "result": result, "confidence": confidence}
     try:
-        ev = submission(fields, KbSettings(), agent_id=agent_id, submitted_by=submitted_by, now_ms=int(time.time() * 1000))
+        ev = submission(fields, ExperienceSettings(), agent_id=agent_id, submitted_by=submitted_by, now_ms=int(time.time() * 1000))
     except RejectedInput as e:
         _fail(f"not submitted: {e.detail}")
     where = _emit(ev, db, kafka, bootstrap, namespace, kafka_config)
@@ -301,7 +301,7 @@ def _review(experience_id: str, decision: str, reason: str, reviewer: str, db: P
     if not kafka or db.exists():
         experience_id = _resolve(db, experience_id)
     try:
-        ev = review_event(experience_id, decision, reason, reviewer, KbSettings(), int(time.time() * 1000))
+        ev = review_event(experience_id, decision, reason, reviewer, ExperienceSettings(), int(time.time() * 1000))
     except ValidationError as e:
         _fail(f"invalid review: {e.errors()[0]['loc'][0]}: {e.errors()[0]['msg']}")
     where = _emit(ev, db, kafka, bootstrap, namespace, kafka_config)
@@ -350,7 +350,7 @@ def reject(
 @kb_app.command("repair-log")
 def repair_log(db: DbOpt = Path("hivestream.duckdb")) -> None:
     """Continue <db>.kb-events.jsonl after it was truncated or deleted: blank lines stand for the lines --db applied of it before."""
-    from hivestream.embedded.kb_events import continue_log
+    from hivestream.embedded.experience_log import continue_log
 
     if not db.exists():
         _fail(f"no such DuckDB file: {db}")

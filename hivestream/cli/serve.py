@@ -104,9 +104,9 @@ def _serve(db: Path, log_dir: Path, host: str, port: int, tokens_file: Path | No
     from hivestream.serve.publisher import PublishOptions
     from hivestream.services.stub_serve import ServeStubs
     from projections.duck_file import first_line, held_by_another
-    from projections.frames.sink import MetaMismatch
+    from projections.frames.projection import MetaMismatch
     from streams.experiences.extract import ChatClient
-    from streams.experiences.settings import KbSettings
+    from streams.experiences.settings import ExperienceSettings
     from streams.ingest.auth import TokenTable, load_tokens
     from streams.settings import Settings
 
@@ -124,7 +124,7 @@ def _serve(db: Path, log_dir: Path, host: str, port: int, tokens_file: Path | No
     if key_strategy is not None:
         overrides["key_strategy"] = key_strategy
     settings = Settings(**overrides)  # type: ignore[arg-type]
-    kbs = KbSettings()
+    kbs = ExperienceSettings()
     http = IngestConfig(host=host, port=port, tokens=TokenTable(entries), max_body_bytes=max_body_bytes, read_timeout_s=read_timeout_s,
                         privacy_mode=kbs.privacy_mode, access_log=access_log)
     retention = Retention(retain_bytes, None if retain_days is None else int(retain_days * 86_400_000))

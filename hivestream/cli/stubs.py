@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from hivestream.embedded.stubs import StubRunReport
     from hivestream.serve.read_marker import ReadMarker
 
-# hivestream.embedded.stubs and projections.stubs.sink (DuckDB, pyarrow, numpy: ~0.3 s) are imported by the commands that write or read a file
+# hivestream.embedded.stubs and projections.stubs.projection (DuckDB, pyarrow, numpy: ~0.3 s) are imported by the commands that write or read a file
 
 stubs_app = typer.Typer(help="Memory stubs: import stubs.db, run stub logs into DuckDB, what-if by replay, stub queries.",
                         no_args_is_help=True, pretty_exceptions_enable=False)
@@ -220,7 +220,7 @@ class ImportTally:
 
 
 def _run_guarded(fn: Callable[[], StubRunReport], db: Path) -> StubRunReport:
-    from projections.stubs.sink import StubMetaMismatch
+    from projections.stubs.projection import StubMetaMismatch
 
     try:
         return fn()
@@ -247,7 +247,7 @@ def run(
     matches with the settings its file holds)."""
     from hivestream.embedded.stubs import run_stub_logs
     from hivestream.serve.event_client import running_serve
-    from projections.stubs.sink import stored_settings
+    from projections.stubs.projection import stored_settings
 
     _existing(files)
     if batch_size < 1:
@@ -303,7 +303,7 @@ def whatif(
 ) -> None:
     """Replay the logs with the recorded settings and with new ones; compare hit rate, matches and tokens per channel."""
     _existing(files)
-    from projections.stubs.sink import stored_settings
+    from projections.stubs.projection import stored_settings
 
     base = MatchSettings()
     if db is not None:

@@ -136,8 +136,8 @@ def project(
 
     The match settings are the worker's; they are recorded in the file (what-if reads them).
     """
+    from projections.stubs.projection import StubMetaMismatch, StubProjection, match_meta
     from projections.stubs.projector import StubProjector
-    from projections.stubs.sink import StubMetaMismatch, StubProjection, match_meta
     from streams.kafka.topics import Topics
 
     s = kafka_settings(namespace, partitions, replication_factor=replication_factor)

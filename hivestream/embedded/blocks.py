@@ -11,7 +11,7 @@ capture, and the runner's process neither makes a :class:`~streams.frames.captur
 (:class:`BatchColumns`) are slices of its blocks' tables beside the core's decisions.
 
 Order and contents are those of the outcomes: the same sequence of dedup decisions as
-:meth:`streams.frames.dedup.DedupCore.process` over the same captures, the same rows
+:meth:`streams.frames.dedup.DedupFold.process` over the same captures, the same rows
 (``tests/test_run_blocks.py`` compares with the capture-by-capture fold).
 """
 
@@ -28,7 +28,7 @@ from projections.frames.rows import CAPTURE_COLUMNS
 from streams.frames.capture import Capture
 from streams.frames.capture_import import ImportTask, Outcome, task_outcomes
 from streams.frames.dedup import Decision
-from streams.memory_calls import MemoryToolCall
+from streams.memory_calls.tool_calls import MemoryToolCall
 from streams.model.clock import Clock
 
 STRING_COLUMNS = (*Capture._fields[2:10], "details")

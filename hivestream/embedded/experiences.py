@@ -1,7 +1,7 @@
 """The embedded KnowHub runner: hook-event files → KnowHub events → DuckDB, in one process.
 
 The same pure routing as the Kafka path (:func:`streams.experiences.routing.route_kb_record`,
-:func:`~streams.experiences.routing.run_extraction`, :class:`~streams.experiences.fold.KbFold`,
+:func:`~streams.experiences.routing.run_extraction`, :class:`~streams.experiences.fold.ExperienceFold`,
 :class:`~projections.experiences.sink.ExperienceProjection`); positions per input file, the dedup state and the
 reminder counters are stored with each batch, so running a file again applies nothing twice.
 """
@@ -13,13 +13,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from projections.experiences.sink import ExperienceBatch, ExperienceProjection
-from streams.experiences.events import KbEvent
+from projections.experiences.projection import ExperienceBatch, ExperienceProjection
+from streams.experiences.events import ExperienceEvent
 from streams.experiences.extract import Completer
-from streams.experiences.fold import KbFold
-from streams.experiences.from_hooks import ExtractionRequest, KbDeriver
+from streams.experiences.fold import ExperienceFold
+from streams.experiences.from_hooks import ExperienceDeriver, ExtractionRequest
 from streams.experiences.routing import route_kb_record, run_extraction
-from streams.experiences.settings import KbSettings
+from streams.experiences.settings import ExperienceSettings
 from streams.importers.files import read_lines
 from streams.model.clock import Clock, wall_clock_ms
 from streams.model.deadletter import DeadLetter
@@ -27,7 +27,7 @@ from streams.model.position import Position
 
 
 @dataclass
-class KbRunReport:
+class ExperienceRunReport:
     """What a KnowHub run read and wrote: lines read, KnowHub events by type, extraction requests, dead letters by reason."""
 
     db: str
@@ -38,7 +38,7 @@ class KbRunReport:
     dead_letters: Counter[str] = field(default_factory=Counter)
 
 
-class KbRunner:
+class ExperienceRunner:
     """The KnowHub steps over numbered records of one input after another into one :class:`ExperienceProjection`.
 
     Args:
@@ -50,16 +50,16 @@ class KbRunner:
         report: where the counts go.
     """
 
-    def __init__(self, sink: ExperienceProjection, settings: KbSettings, *, completer: Completer | None = None, clock: Clock = wall_clock_ms,
-                 batch_size: int = 2000, report: KbRunReport | None = None) -> None:
+    def __init__(self, sink: ExperienceProjection, settings: ExperienceSettings, *, completer: Completer | None = None, clock: Clock = wall_clock_ms,
+                 batch_size: int = 2000, report: ExperienceRunReport | None = None) -> None:
         self.sink = sink
         self.settings = settings
         self.completer = completer
         self.clock = clock
         self.batch_size = batch_size
-        self.report = report or KbRunReport(db=sink.path)
-        self.deriver = KbDeriver(settings)
-        self.fold = KbFold(settings.window, sink.load_dedup_state(), sink.load_counters(), sink.load_seen_hooks())
+        self.report = report or ExperienceRunReport(db=sink.path)
+        self.deriver = ExperienceDeriver(settings)
+        self.fold = ExperienceFold(settings.window, sink.load_dedup_state(), sink.load_counters(), sink.load_seen_hooks())
 
     def run_lines(self, origin: str, lines: Iterable[tuple[int, bytes]]) -> None:
         """Apply ``(offset, record bytes)`` of ``origin`` in order; offsets below its stored position are
@@ -101,8 +101,8 @@ def file_origin(path: Path) -> str:
     return f"file:{path.resolve()}"
 
 
-def run_kb_files(paths: Iterable[Path], db: str | Path, settings: KbSettings | None = None, *, completer: Completer | None = None,
-                 clock: Clock = wall_clock_ms, batch_size: int = 2000) -> KbRunReport:
+def run_kb_files(paths: Iterable[Path], db: str | Path, settings: ExperienceSettings | None = None, *, completer: Completer | None = None,
+                 clock: Clock = wall_clock_ms, batch_size: int = 2000) -> ExperienceRunReport:
     """Run hook-event JSONL files (and KnowHub event lines) in order into ``db``.
 
     Args:
@@ -112,17 +112,17 @@ def run_kb_files(paths: Iterable[Path], db: str | Path, settings: KbSettings | N
     Raises:
         OSError: when a file cannot be read; duckdb.IOException when another process holds ``db``.
     """
-    settings = settings or KbSettings()
-    report = KbRunReport(db=str(db))
+    settings = settings or ExperienceSettings()
+    report = ExperienceRunReport(db=str(db))
     with ExperienceProjection(db) as sink:
-        runner = KbRunner(sink, settings, completer=completer, clock=clock, batch_size=batch_size, report=report)
+        runner = ExperienceRunner(sink, settings, completer=completer, clock=clock, batch_size=batch_size, report=report)
         for path in paths:
             runner.run_lines(file_origin(path), enumerate(read_lines(path)))
     return report
 
 
-def _extracted(out: KbEvent | ExtractionRequest | DeadLetter, completer: Completer | None, settings: KbSettings, pos: Position, clock: Clock,
-               report: KbRunReport) -> list[KbEvent | DeadLetter]:
+def _extracted(out: ExperienceEvent | ExtractionRequest | DeadLetter, completer: Completer | None, settings: ExperienceSettings, pos: Position, clock: Clock,
+               report: ExperienceRunReport) -> list[ExperienceEvent | DeadLetter]:
     if not isinstance(out, ExtractionRequest):
         return [out]
     report.extraction_requests += 1

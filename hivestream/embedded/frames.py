@@ -1,7 +1,7 @@
 """The embedded runner: import → validate → dedup → DuckDB in one process, no broker.
 
 It runs the same pure steps as the Kafka path (adapters, :func:`streams.frames.capture.to_capture`,
-:class:`streams.frames.dedup.DedupCore`, :class:`projections.frames.sink.FramesProjection`). Positions are stored per
+:class:`streams.frames.dedup.DedupFold`, :class:`projections.frames.sink.FramesProjection`). Positions are stored per
 input file in the same transaction as the rows, so running a file again applies nothing twice,
 and a run that was killed resumes where its last batch committed. The dedup core's state is
 stored in the same transaction (table ``dedup_state``), so it survives restarts too.
@@ -23,13 +23,13 @@ from typing import Any
 import duckdb
 
 from hivestream.embedded.blocks import BatchColumns, ImportBlock, blocks_of, import_block
-from projections.frames.sink import FramesBatch, FramesProjection
+from projections.frames.projection import FramesBatch, FramesProjection
 from streams.frames.capture import Skipped
 from streams.frames.capture_import import CaptureOptions, ImportTask, Outcome, file_tasks, hook_outcomes, outcomes, rejection
-from streams.frames.dedup import DedupCore
+from streams.frames.dedup import DedupFold
 from streams.importers.files import Item, detect_format, import_file, read_lines
 from streams.importers.ordered_pool import OrderedPool
-from streams.memory_calls import MemoryToolCall, configured_rules
+from streams.memory_calls.tool_calls import MemoryToolCall, configured_rules
 from streams.model.clock import Clock, wall_clock_ms
 from streams.model.deadletter import DeadLetter
 from streams.model.tracked_state import TrackedState
@@ -115,7 +115,7 @@ class EmbeddedRunner:
             with contextlib.suppress(duckdb.Error):  # the first error (a mismatch, out of memory) is the one to tell
                 self.sink.close()
             raise
-        self.core = DedupCore(
+        self.core = DedupFold(
             self.settings.window,
             allowed_lateness_ms=self.settings.allowed_lateness_ms,
             state=TrackedState(self.sink.load_dedup_state()),
@@ -197,7 +197,7 @@ class EmbeddedRunner:
         Outcomes at offsets below the stored position of ``origin`` are skipped; a batch is cut
         only between offsets, so each offset's events commit together with the position. The
         dedup core decides on each capture's event id, key, time and position
-        (:meth:`~streams.frames.dedup.DedupCore.decide`); the other fields stay in the block's columns.
+        (:meth:`~streams.frames.dedup.DedupFold.decide`); the other fields stay in the block's columns.
         ``end``: the offset after the input read (a serve log's records that are not hook events
         give no outcome): the last batch stores at least that position.
         """

@@ -26,14 +26,14 @@ from typing import Protocol
 
 import duckdb
 
-from hivestream.embedded.experiences import KbRunner, KbRunReport
+from hivestream.embedded.experiences import ExperienceRunner, ExperienceRunReport
 from hivestream.embedded.frames import EmbeddedRunner, RunReport, file_id_of
 from hivestream.embedded.stubs import StubListener, StubLogRunner, StubRunReport, log_policy
-from projections.experiences.sink import ExperienceProjection
+from projections.experiences.projection import ExperienceProjection
 from projections.projection_file import ProjectionFile
-from projections.stubs.sink import StubProjection
+from projections.stubs.projection import StubProjection
 from streams.experiences.extract import Completer
-from streams.experiences.settings import KbSettings
+from streams.experiences.settings import ExperienceSettings
 from streams.frames.capture_import import CaptureOptions, Outcome, outcomes
 from streams.ingest.hook_log import DEAD_LETTER, HOOK_EVENTS, STUB_EVENTS, LogRecord, is_log_dir, log_origin, read_chunks, read_marker
 from streams.model.deadletter import DeadLetter, Reason, RejectedInput
@@ -131,7 +131,7 @@ class ExperienceLog:
 
     name = "experiences"
 
-    def __init__(self, kb: KbRunner, clock: RecordClock) -> None:
+    def __init__(self, kb: ExperienceRunner, clock: RecordClock) -> None:
         self.kb = kb
         self.clock = clock
 
@@ -215,7 +215,7 @@ class LogRun:
             self.file.close()
 
 
-def open_log_run(db: str | Path, settings: Settings | None = None, kb_settings: KbSettings | None = None, *,
+def open_log_run(db: str | Path, settings: Settings | None = None, kb_settings: ExperienceSettings | None = None, *,
                  completer: Completer | None = None, duckdb_threads: int | None = None, stub_policy: MatchPolicy | None = None,
                  stub_listener: StubListener | None = None) -> LogRun:
     """Open ``db`` for applying log records: the frames (with the memory tool calls), the KnowHub
@@ -234,8 +234,8 @@ def open_log_run(db: str | Path, settings: Settings | None = None, kb_settings: 
     file = ProjectionFile(db, threads=duckdb_threads)
     try:
         runner = EmbeddedRunner(db, settings, clock, con=file.con)
-        kb = KbRunner(ExperienceProjection(db, file.cursor()), kb_settings or KbSettings(), completer=completer, clock=clock,
-                      report=KbRunReport(db=str(db)))
+        kb = ExperienceRunner(ExperienceProjection(db, file.cursor()), kb_settings or ExperienceSettings(), completer=completer, clock=clock,
+                      report=ExperienceRunReport(db=str(db)))
         stub_sink = StubProjection(db, file.cursor())
         policy, bind = log_policy(stub_sink, stub_policy)
         stubs = StubLogRunner(stub_sink, policy, clock=clock, report=StubRunReport(db=str(db)), bind=bind, listener=stub_listener)
@@ -269,9 +269,9 @@ def apply_log(run: LogRun, directory: Path, on_skip: Callable[[str], None] | Non
         run.apply(origin, chunk)
 
 
-def run_inputs(paths: Sequence[Path], db: str | Path, *, settings: Settings | None = None, kb_settings: KbSettings | None = None,
+def run_inputs(paths: Sequence[Path], db: str | Path, *, settings: Settings | None = None, kb_settings: ExperienceSettings | None = None,
                gateway: bool = False, on_file: Callable[[Path], None] | None = None,
-               on_skip: Callable[[str], None] | None = None) -> tuple[RunReport, KbRunReport]:
+               on_skip: Callable[[str], None] | None = None) -> tuple[RunReport, ExperienceRunReport]:
     """``hivestream run`` over files and serve logs in order, into one file: a file as
     :meth:`EmbeddedRunner.run_file` runs it, a log with every projection (as serve writes it).
 
@@ -294,8 +294,8 @@ def run_inputs(paths: Sequence[Path], db: str | Path, *, settings: Settings | No
     return run.report, kb.kb.report
 
 
-def run_kb_log(directory: Path, db: str | Path, settings: KbSettings | None = None, *, completer: Completer | None = None,
-               on_skip: Callable[[str], None] | None = None) -> KbRunReport:
+def run_kb_log(directory: Path, db: str | Path, settings: ExperienceSettings | None = None, *, completer: Completer | None = None,
+               on_skip: Callable[[str], None] | None = None) -> ExperienceRunReport:
     """``hivestream kb run LOGDIR``: the KnowHub tables of a serve log alone (the same rows serve writes).
 
     Raises:
@@ -304,7 +304,7 @@ def run_kb_log(directory: Path, db: str | Path, settings: KbSettings | None = No
     origin = log_dir_origin(directory)
     clock = RecordClock()
     with ExperienceProjection(db) as sink:
-        kb = KbRunner(sink, settings or KbSettings(), completer=completer, clock=clock, report=KbRunReport(db=str(db)))
+        kb = ExperienceRunner(sink, settings or ExperienceSettings(), completer=completer, clock=clock, report=ExperienceRunReport(db=str(db)))
         for chunk in read_chunks(directory, sink.position(origin), on_skip):
             kb.run_lines(origin, kb_lines(chunk, clock))
     return kb.report

@@ -1,6 +1,6 @@
 """The embedded stub runner: stub logs (files, a ``stubs.db`` import, serve's log) → matches → the stub projection.
 
-The pure replay (:class:`~streams.stubs.replay.StubRunner`) in one process, written by
+The pure replay (:class:`~streams.stubs.replay.StubFold`) in one process, written by
 :class:`~projections.stubs.sink.StubProjection` one batch (one transaction) per ``batch_size``
 items with the position of each input, so running a file again applies nothing twice (items
 below the stored position are skipped) and a run killed halfway resumes where its last batch
@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from projections.stubs.sink import StubProjection, match_meta, settings_of, stub_batch
+from projections.stubs.projection import StubProjection, match_meta, settings_of, stub_batch
 from streams.ingest.hook_log import STUB_EVENTS, LogRecord
 from streams.model.clock import Clock, wall_clock_ms
 from streams.model.deadletter import RejectedInput

@@ -45,7 +45,7 @@ from hivestream.serve.start_undo import StartUndo, probe_listen
 from hivestream.serve.stub_route import ServeApp
 from hivestream.serve.stubs_hook import StubsAtServe
 from streams.experiences.extract import Completer
-from streams.experiences.settings import KbSettings
+from streams.experiences.settings import ExperienceSettings
 from streams.ingest.hook_log import DEAD_LETTER, log_origin
 from streams.kafka.topics import Topics
 from streams.model.clock import Clock, wall_clock_ms
@@ -111,7 +111,7 @@ class ServeConfig:
     follower: FollowerOptions = field(default_factory=FollowerOptions)
     publish: PublishOptions = field(default_factory=PublishOptions)
     settings: Settings = field(default_factory=Settings)
-    kb_settings: KbSettings = field(default_factory=KbSettings)
+    kb_settings: ExperienceSettings = field(default_factory=ExperienceSettings)
     stub_policy: MatchPolicy | None = None
     api: Callable[[ServeReads], Callable[[web.Application, server.IngestApp], None]] | None = None
     stubs_live: StubsAtServe | None = None

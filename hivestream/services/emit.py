@@ -1,7 +1,7 @@
 """Where a KnowHub event made on the command line goes (``kb submit|approve|reject``): produced to
 ``experience-events`` (``--kafka``), sent through the ``hivestream serve`` holding the file (its log),
 or appended to the file's own event log ``<db>.kb-events.jsonl`` and applied at once
-(:mod:`hivestream.embedded.kb_events`).
+(:mod:`hivestream.embedded.experience_log`).
 """
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from pathlib import Path
 
 import duckdb
 
-from hivestream.embedded.kb_events import CannotOpen, LogShortened, NotApplied, append_event, event_log
+from hivestream.embedded.experience_log import CannotOpen, LogShortened, NotApplied, append_event, event_log
 from hivestream.serve.event_client import NotSent, running_serve, send
-from streams.experiences.events import ExperienceReviewed, KbEvent, kb_key
+from streams.experiences.events import ExperienceEvent, ExperienceReviewed, kb_key
 from streams.kafka.connection import ConnectionLike
 from streams.kafka.topics import Topics
 
@@ -30,7 +30,7 @@ class Emitted:
     note: str | None = None
 
 
-def emit_to_kafka(ev: KbEvent, conn: ConnectionLike, topics: Topics) -> Emitted:
+def emit_to_kafka(ev: ExperienceEvent, conn: ConnectionLike, topics: Topics) -> Emitted:
     """Produce ``ev`` to ``experience-events`` (keyed by :func:`streams.experiences.events.kb_key`) and wait for the acknowledgement.
 
     Raises:
@@ -46,7 +46,7 @@ def emit_to_kafka(ev: KbEvent, conn: ConnectionLike, topics: Topics) -> Emitted:
     return Emitted(topics.experience_events)
 
 
-def emit_to_file(ev: KbEvent, db: Path) -> Emitted:
+def emit_to_file(ev: ExperienceEvent, db: Path) -> Emitted:
     """Send ``ev`` through the serve holding ``db``, or append it to ``db``'s event log and apply it.
 
     Raises:

@@ -49,7 +49,7 @@ from projections.text_index import TextIndex
 from streams.experiences.build import build_experience, safe_text
 from streams.experiences.events import ExperienceReviewed, ExperienceSubmitted
 from streams.experiences.search import SearchDoc, SearchHit, search
-from streams.experiences.settings import KbSettings
+from streams.experiences.settings import ExperienceSettings
 from streams.model.deadletter import RejectedInput
 
 log = logging.getLogger("hivestream.services")
@@ -275,7 +275,7 @@ class ExperienceService:
         executor_run: runs blocking reads off the event loop (default :func:`asyncio.to_thread`).
     """
 
-    def __init__(self, reader: ProjectionReader, writer: EventWriter | None, settings: KbSettings, *,
+    def __init__(self, reader: ProjectionReader, writer: EventWriter | None, settings: ExperienceSettings, *,
                  wait_applied: Callable[[float], Awaitable[bool]] | None = None,
                  executor_run: Callable[..., Awaitable[Any]] | None = None) -> None:
         self.reader = reader
@@ -581,7 +581,7 @@ def resolve_id(named: NamedRows, given: str) -> list[str]:
     return [given] if given in found else found
 
 
-def submission(fields: dict[str, Any], settings: KbSettings, *, agent_id: str, submitted_by: str, now_ms: int) -> ExperienceSubmitted:
+def submission(fields: dict[str, Any], settings: ExperienceSettings, *, agent_id: str, submitted_by: str, now_ms: int) -> ExperienceSubmitted:
     """``kb submit``'s event (``source_tool`` and runtime ``cli``).
 
     Raises:
@@ -595,7 +595,7 @@ def submission(fields: dict[str, Any], settings: KbSettings, *, agent_id: str, s
     return ev
 
 
-def review_event(experience_id: str, decision: str, reason: str, reviewer: str, settings: KbSettings, now_ms: int) -> ExperienceReviewed:
+def review_event(experience_id: str, decision: str, reason: str, reviewer: str, settings: ExperienceSettings, now_ms: int) -> ExperienceReviewed:
     """``kb approve|reject``'s event (reviewer and reason redacted in strict mode).
 
     Raises:

@@ -1,7 +1,7 @@
 """``hivestream kb project``: the ``experience-events`` and ``kb-dead-letter`` topics → the KnowHub tables.
 
 The one Kafka projector loop (:class:`~projections.reader.projector.KafkaProjector`) with the
-KnowHub fold (:class:`ExperienceFold`): every partition assigned, positions read from and stored in
+KnowHub fold (:class:`ExperienceTopicFold`): every partition assigned, positions read from and stored in
 DuckDB (``kb_positions``) in the same transaction as the rows, the dedup state and the reminder
 counters, so a kill -9 at any point loses nothing and doubles nothing.
 """
@@ -10,20 +10,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from projections.experiences.sink import ExperienceBatch, ExperienceProjection
+from projections.experiences.projection import ExperienceBatch, ExperienceProjection
 from projections.frames.projector import Snapshots
 from projections.reader.projector import KafkaProjector, Polled
 from streams.experiences.build import safe_text
 from streams.experiences.events import parse_kb_event
-from streams.experiences.fold import KbFold
-from streams.experiences.settings import KbSettings
+from streams.experiences.fold import ExperienceFold
+from streams.experiences.settings import ExperienceSettings
 from streams.kafka.connection import ConnectionLike
 from streams.model.clock import Clock, wall_clock_ms
 from streams.model.deadletter import DeadLetter, Reason, RejectedInput
 
 
 @dataclass
-class KbProjectorReport:
+class ExperienceProjectorReport:
     """Counts of one KnowHub projector run: records, batches, submissions, reviews, telemetry rows, dead letters."""
 
     records: int = 0
@@ -34,7 +34,7 @@ class KbProjectorReport:
     dead_letters: int = 0
 
 
-class ExperienceFold:
+class ExperienceTopicFold:
     """KnowHub records → :class:`~projections.experiences.sink.ExperienceBatch` (a :class:`~projections.reader.projector.TopicFold`).
 
     Args:
@@ -44,13 +44,13 @@ class ExperienceFold:
         clock: epoch-ms clock of the dead letters made here.
     """
 
-    def __init__(self, fold: KbFold, events_topic: str, dead_letter_topic: str, settings: KbSettings, clock: Clock = wall_clock_ms) -> None:
+    def __init__(self, fold: ExperienceFold, events_topic: str, dead_letter_topic: str, settings: ExperienceSettings, clock: Clock = wall_clock_ms) -> None:
         self.fold = fold
         self.topics = [events_topic, dead_letter_topic]
         self.dead_letter_topic = dead_letter_topic
         self.settings = settings
         self.clock = clock
-        self.report = KbProjectorReport()
+        self.report = ExperienceProjectorReport()
 
     def feed(self, polled: Polled) -> None:
         """Fold one poll's records; a record that does not parse becomes a dead letter (redacted as the privacy mode says)."""
@@ -87,7 +87,7 @@ class ExperienceFold:
         rep.dead_letters += len(b.dead_letters)
 
 
-class KbProjector(KafkaProjector[ExperienceBatch, None, KbProjectorReport]):
+class ExperienceProjector(KafkaProjector[ExperienceBatch, None, ExperienceProjectorReport]):
     """Consumes ``events_topic`` and ``dead_letter_topic`` into ``sink``.
 
     Args:
@@ -108,15 +108,15 @@ class KbProjector(KafkaProjector[ExperienceBatch, None, KbProjectorReport]):
     """
 
     def __init__(self, sink: ExperienceProjection, conn: ConnectionLike, events_topic: str, dead_letter_topic: str,
-                 settings: KbSettings | None = None, *, batch_max: int = 5000, clock: Clock = wall_clock_ms,
+                 settings: ExperienceSettings | None = None, *, batch_max: int = 5000, clock: Clock = wall_clock_ms,
                  snapshot_every_s: float = 0.0) -> None:
-        settings = settings or KbSettings()
-        fold = KbFold(settings.window, sink.load_dedup_state(), sink.load_counters(), sink.load_seen_hooks())
+        settings = settings or ExperienceSettings()
+        fold = ExperienceFold(settings.window, sink.load_dedup_state(), sink.load_counters(), sink.load_seen_hooks())
         between = None
         if snapshot_every_s:
             if sink.file is None:
                 raise ValueError("snapshots need the file: open the KnowHub projection from its path")
             between = Snapshots(sink.file, snapshot_every_s, clock)
-        super().__init__(sink, ExperienceFold(fold, events_topic, dead_letter_topic, settings, clock), conn,
+        super().__init__(sink, ExperienceTopicFold(fold, events_topic, dead_letter_topic, settings, clock), conn,
                          client_id="hivestream-kb-projector", batch_max=batch_max, between=between)
         self.sink = sink

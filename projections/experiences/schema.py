@@ -90,7 +90,7 @@ KB_DDL = [
         PRIMARY KEY (input, src_offset, event_key)
     )""",
     """CREATE TABLE IF NOT EXISTS kb_dedup_state (
-        dedup_key VARCHAR PRIMARY KEY,       -- the experience dedup core's state (streams.frames.dedup.DedupCore), stored with the rows
+        dedup_key VARCHAR PRIMARY KEY,       -- the experience dedup core's state (streams.frames.dedup.DedupFold), stored with the rows
         value VARCHAR NOT NULL               -- JSON
     )""",
     """CREATE TABLE IF NOT EXISTS kb_positions (

@@ -33,7 +33,7 @@ def state_json(value: Any) -> str:
 
 
 def load_state(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
-    """Every stored entry: dedup key → its :class:`streams.frames.dedup.DedupCore` entry (parsed JSON).
+    """Every stored entry: dedup key → its :class:`streams.frames.dedup.DedupFold` entry (parsed JSON).
 
     Raises:
         duckdb.Error: on a database failure; json.JSONDecodeError: for a row that is not JSON.
@@ -59,7 +59,7 @@ def load_since_sweep(con: duckdb.DuckDBPyConnection) -> int:
 
 
 def write_since_sweep(con: duckdb.DuckDBPyConnection, since_sweep: int) -> None:
-    """Store the dedup core's sweep counter (:attr:`streams.frames.dedup.DedupCore.since_sweep`)
+    """Store the dedup core's sweep counter (:attr:`streams.frames.dedup.DedupFold.since_sweep`)
     inside the caller's open transaction, with the state rows of the same batch.
 
     Raises:

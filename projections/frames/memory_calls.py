@@ -14,7 +14,7 @@ import pyarrow as pa
 
 from projections.frames.schema import POSITIONS_DDL
 from projections.projection import Projection
-from streams.memory_calls import MemoryToolCall
+from streams.memory_calls.tool_calls import MemoryToolCall
 
 MEMORY_DDL = [
     """CREATE TABLE IF NOT EXISTS memory_tool_calls (

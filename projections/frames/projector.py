@@ -2,7 +2,7 @@
 
 :class:`Projector` is the one Kafka projector loop (:class:`~projections.reader.projector.KafkaProjector`:
 every partition, positions stored in DuckDB with the rows, one transaction per batch) with the frames
-pipeline's :class:`FramesFold` (frame records decoded in columns, dead-letter records kept as they
+pipeline's :class:`FramesTopicFold` (frame records decoded in columns, dead-letter records kept as they
 are, memory tool calls beside them). One projector per DuckDB file; between two batches it
 publishes a snapshot for readers every few seconds (:class:`Snapshots`: a checkpoint and a copy of
 the file's bytes, :func:`projections.frames.snapshot.publish_idle_snapshot`; less often while copies
@@ -16,12 +16,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from projections.frames.decode import decode_frame_records
-from projections.frames.sink import FramesApplied, FramesBatch, FramesProjection
-from projections.frames.snapshot import HoldingSinkLike, SnapshotPacing, publish_idle_snapshot, write_heartbeat
+from projections.frames.projection import FramesApplied, FramesBatch, FramesProjection
+from projections.frames.snapshot import HoldingProjectionLike, SnapshotPacing, publish_idle_snapshot, write_heartbeat
 from projections.reader.projector import KafkaProjector, Polled
 from streams.frames.capture import Skipped
 from streams.kafka.connection import ConnectionLike
-from streams.memory_calls import MemoryToolCall
+from streams.memory_calls.tool_calls import MemoryToolCall
 from streams.model.clock import Clock, wall_clock_ms
 from streams.model.deadletter import DeadLetter, Reason, RejectedInput
 
@@ -48,7 +48,7 @@ class _Pending:
     skipped: list[Skipped] = field(default_factory=list)
 
 
-class FramesFold:
+class FramesTopicFold:
     """The frames pipeline's records → :class:`~projections.frames.sink.FramesBatch` (a :class:`~projections.reader.projector.TopicFold`).
 
     Args:
@@ -129,7 +129,7 @@ class Snapshots:
         clock: epoch-ms clock of the stamps.
     """
 
-    def __init__(self, file: HoldingSinkLike, every_s: float, clock: Clock = wall_clock_ms) -> None:
+    def __init__(self, file: HoldingProjectionLike, every_s: float, clock: Clock = wall_clock_ms) -> None:
         self.file = file
         self.every_s = every_s
         self.clock = clock
@@ -189,6 +189,6 @@ class Projector(KafkaProjector[FramesBatch, FramesApplied, ProjectorReport]):
             if sink.file is None:
                 raise ValueError("snapshots need the file: open the frames projection from its path")
             between = Snapshots(sink.file, snapshot_every_s, clock)
-        super().__init__(sink, FramesFold(frames_topic, dead_letter_topic, memory_calls_topic, clock), conn, client_id="hivestream-projector",
+        super().__init__(sink, FramesTopicFold(frames_topic, dead_letter_topic, memory_calls_topic, clock), conn, client_id="hivestream-projector",
                          batch_max=batch_max, between=between, from_time_ms=from_time_ms)
         self.sink = sink

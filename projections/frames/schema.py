@@ -39,7 +39,7 @@ DDL = [
         sources VARCHAR[] NOT NULL           -- every source that captured it, sorted
     )""",
     """CREATE TABLE IF NOT EXISTS frame_captures (
-        event_id VARCHAR NOT NULL USING COMPRESSION zstd,  -- unique (the sink inserts only new event ids; no index, see projections/frames/sink.py)
+        event_id VARCHAR NOT NULL USING COMPRESSION zstd,  -- unique (the sink inserts only new event ids; no index, see projections/frames/projection.py)
         frame_id VARCHAR NOT NULL USING COMPRESSION zstd,
         source VARCHAR NOT NULL,
         session VARCHAR,
@@ -86,7 +86,7 @@ DDL = [
     POSITIONS_DDL,
     """CREATE TABLE IF NOT EXISTS dedup_state (
         dedup_key VARCHAR NOT NULL,          -- embedded runner only; one row per key (no index: dedup_state.py)
-        frames VARCHAR NOT NULL              -- JSON of the key's streams.frames.dedup.DedupCore entry
+        frames VARCHAR NOT NULL              -- JSON of the key's streams.frames.dedup.DedupFold entry
     )""",
     """CREATE TABLE IF NOT EXISTS meta (
         key VARCHAR PRIMARY KEY,

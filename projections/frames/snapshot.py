@@ -50,7 +50,7 @@ SNAPSHOT_WAL_SLACK_BYTES = 8 << 20
 """What a copy's own WAL may take beside its file while it is written (bytes; 4-6 MB seen)."""
 
 
-class DuckSinkLike(Protocol):
+class FramesProjectionLike(Protocol):
     """What publication needs of the file being written (a :class:`projections.projection_file.ProjectionFile`,
     or a projection opened on its own file): its path and connection."""
 
@@ -63,7 +63,7 @@ class DuckSinkLike(Protocol):
         """Its writing connection."""
 
 
-class HoldingSinkLike(DuckSinkLike, Protocol):
+class HoldingProjectionLike(FramesProjectionLike, Protocol):
     """What :func:`publish_idle_snapshot` needs besides: the byte copier of the file the writer holds."""
 
     @property
@@ -187,7 +187,7 @@ def snapshot_room(db: str | Path, reserve_bytes: int = SNAPSHOT_RESERVE_BYTES) -
     return Room(free - need >= reserve, need, free, reserve)
 
 
-def write_heartbeat(sink: DuckSinkLike, checked_at_ms: int) -> None:
+def write_heartbeat(sink: FramesProjectionLike, checked_at_ms: int) -> None:
     """Record (atomically) that the projector was alive and caught up with its snapshot at
     ``checked_at_ms`` (epoch ms), so readers can tell an idle projector from a stuck one."""
     write_heartbeat_of(Path(sink.path), checked_at_ms)
@@ -209,7 +209,7 @@ def write_heartbeat_of(db: Path, checked_at_ms: int) -> None:
         raise
 
 
-def publish_snapshot(sink: DuckSinkLike, published_at_ms: int) -> Path:
+def publish_snapshot(sink: FramesProjectionLike, published_at_ms: int) -> Path:
     """Copy the projection into ``<db>.snapshot`` atomically, for readers while the writer runs.
 
     DuckDB lets no second process open a file a writer holds, even read-only (docs/design.md#projections), so
@@ -245,7 +245,7 @@ def _stamp(con: duckdb.DuckDBPyConnection, source: str, target: str, published_a
     con.execute(f"INSERT INTO {target}snapshot_info VALUES (?, ?)", [published_at_ms, json.dumps(positions)])
 
 
-def publish_idle_snapshot(sink: HoldingSinkLike, published_at_ms: int) -> Path:
+def publish_idle_snapshot(sink: HoldingProjectionLike, published_at_ms: int) -> Path:
     """:func:`publish_snapshot` for a writer with nothing in flight: checkpoint, then copy the file's bytes.
 
     ``COPY FROM DATABASE`` decodes and re-encodes every table, so each copy costs CPU in

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from projections.reader.projector import KafkaProjector, Polled
-from projections.stubs.sink import StubBatch, StubProjection, stub_batch
+from projections.stubs.projection import StubBatch, StubProjection, stub_batch
 from streams.kafka.connection import ConnectionLike
 from streams.model.clock import Clock, wall_clock_ms
 from streams.model.deadletter import DeadLetter, Reason, RejectedInput

@@ -20,7 +20,7 @@ from pydantic import ValidationError
 
 from streams.experiences.events import FIELD_LIMITS, ExperienceExtracted, ExperienceSubmitted
 from streams.experiences.injection import detect_injection
-from streams.experiences.settings import KbSettings
+from streams.experiences.settings import ExperienceSettings
 from streams.model.deadletter import Reason, RejectedInput
 from streams.model.injected import strip_injected
 from streams.redaction.redact import RedactionMode, redact, strict_redaction
@@ -72,7 +72,7 @@ def build_experience(
     *,
     event_id: str,
     event_time_ms: int,
-    settings: KbSettings,
+    settings: ExperienceSettings,
     extracted_from: str | None = None,
     model: str = "",
     **provenance: str,

@@ -11,10 +11,10 @@ Experiences (seed ``knowhub-openclaw-integration.zh.md``: the ``experiences`` ta
 
 Plugin telemetry:
 
-* :class:`KbSearchPerformed` (``kb-search``): a ``kb_search`` call, its query, agent filter and hits.
-* :class:`KbContentFetched` (``kb-content``): a ``kb_content`` call.
+* :class:`SearchPerformed` (``kb-search``): a ``kb_search`` call, its query, agent filter and hits.
+* :class:`ContentFetched` (``kb-content``): a ``kb_content`` call.
 * :class:`MemoryRecalled` (``memory-recall``): a frames recall through the agent API.
-* :class:`KbReminderInjected` (``kb-reminder``): the plugin reminded the agent to use KnowHub
+* :class:`ReminderInjected` (``kb-reminder``): the plugin reminded the agent to use KnowHub
   (``before_agent_start``, and every 3rd ``before_prompt_build`` of a session).
 
 Experience text in these events is already redacted (strict mode): they are built by
@@ -112,7 +112,7 @@ class ExperienceReviewed(_Event):
     reason: str = Field(default="", max_length=2000)
 
 
-class KbSearchPerformed(_Event):
+class SearchPerformed(_Event):
     """A ``kb_search`` call (schema version 1): the (redacted) ``query``, the ``agent_filter`` it asked for, and ``hit_count`` (None when unknown)."""
 
     type: Literal["kb-search"] = "kb-search"
@@ -124,7 +124,7 @@ class KbSearchPerformed(_Event):
     runtime: str = ""
 
 
-class KbContentFetched(_Event):
+class ContentFetched(_Event):
     """A ``kb_content`` call (schema version 1) for ``experience_ref``."""
 
     type: Literal["kb-content"] = "kb-content"
@@ -147,7 +147,7 @@ class MemoryRecalled(_Event):
     runtime: str = ""
 
 
-class KbReminderInjected(_Event):
+class ReminderInjected(_Event):
     """The plugin injected its KnowHub reminder (schema version 1).
 
     Attributes:
@@ -162,11 +162,11 @@ class KbReminderInjected(_Event):
     llm_call: int = Field(default=0, ge=0)
 
 
-class KbPluginHook(_Event):
+class PluginHookCalled(_Event):
     """An OpenClaw plugin lifecycle hook the reminder counter needs (schema version 1; internal).
 
     ``hook``: ``before_agent_start``, ``before_prompt_build`` or ``agent_end``. The projection
-    turns these into :class:`KbReminderInjected` rows with a per-session counter (the plugin
+    turns these into :class:`ReminderInjected` rows with a per-session counter (the plugin
     keeps that counter in memory and logs nothing itself), so the counter lives where one
     session's hooks arrive in order: the fold of a partition keyed by session.
     """
@@ -177,16 +177,16 @@ class KbPluginHook(_Event):
     hook: Literal["before_agent_start", "before_prompt_build", "agent_end"]
 
 
-KbEvent = (ExperienceSubmitted | ExperienceExtracted | ExperienceReviewed | KbSearchPerformed | KbContentFetched | MemoryRecalled | KbReminderInjected
-           | KbPluginHook)
+ExperienceEvent = (ExperienceSubmitted | ExperienceExtracted | ExperienceReviewed | SearchPerformed | ContentFetched | MemoryRecalled | ReminderInjected
+           | PluginHookCalled)
 """Any KnowHub event."""
 
-ExperienceEvent = ExperienceSubmitted | ExperienceExtracted
+NewExperience = ExperienceSubmitted | ExperienceExtracted
 
-_ADAPTER: TypeAdapter[KbEvent] = TypeAdapter(Annotated[KbEvent, Field(discriminator="type")])
+_ADAPTER: TypeAdapter[ExperienceEvent] = TypeAdapter(Annotated[ExperienceEvent, Field(discriminator="type")])
 
 
-def parse_kb_event(raw: bytes | str) -> KbEvent:
+def parse_kb_event(raw: bytes | str) -> ExperienceEvent:
     """Parse one JSON KnowHub event.
 
     Raises:
@@ -199,7 +199,7 @@ def parse_kb_event(raw: bytes | str) -> KbEvent:
         raise RejectedInput(Reason.MALFORMED_JSON if "json_invalid" in kinds else Reason.WRONG_SHAPE, str(e)[:2000]) from e
 
 
-def kb_key(ev: KbEvent) -> bytes:
+def kb_key(ev: ExperienceEvent) -> bytes:
     """The ``experience-events`` record key: the key group of an experience's dedup key (as on
     ``hook-events``, :mod:`streams.model.key_groups`), the experience id of a review, else the session."""
     if isinstance(ev, ExperienceSubmitted | ExperienceExtracted):

@@ -1,7 +1,7 @@
 """KnowHub events → projection rows (pure): experience dedup by the frames' dedup core.
 
 Each experience event becomes a submission row assigned to an experience by
-:class:`~streams.frames.dedup.DedupCore` keyed on the experience's dedup key (the normalised,
+:class:`~streams.frames.dedup.DedupFold` keyed on the experience's dedup key (the normalised,
 redacted task/resource/result): within the window W of the first submission it joins that
 experience (its count and agents grow), otherwise it starts a new one whose id is its own
 event id (first writer wins). Reviews and telemetry become rows as they are. The projection
@@ -10,7 +10,7 @@ so applying a record twice, or reviews before their experience, changes nothing.
 
 Reminders: OpenClaw's KnowHub plugin reminds on ``before_agent_start`` and on every 3rd
 ``before_prompt_build`` of a session, and resets the session's counter at ``agent_end`` (seed,
-MVP plan). The fold replays that counter from :class:`KbPluginHook` markers (one session's
+MVP plan). The fold replays that counter from :class:`PluginHookCalled` markers (one session's
 markers arrive in order) and emits one reminder row where the plugin injected one.
 """
 
@@ -21,18 +21,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from streams.experiences.events import (
+    ContentFetched,
+    ExperienceEvent,
     ExperienceExtracted,
     ExperienceReviewed,
     ExperienceSubmitted,
-    KbContentFetched,
-    KbEvent,
-    KbPluginHook,
-    KbReminderInjected,
-    KbSearchPerformed,
     MemoryRecalled,
+    PluginHookCalled,
+    ReminderInjected,
+    SearchPerformed,
 )
 from streams.frames.capture import Capture
-from streams.frames.dedup import DedupCore
+from streams.frames.dedup import DedupFold
 from streams.model.deadletter import DeadLetter
 from streams.model.events import stable_id
 from streams.model.tracked_state import TrackedState
@@ -44,7 +44,7 @@ REMIND_EVERY = 3  # seed: the plugin reminds on every 3rd before_prompt_build of
 
 
 @dataclass
-class KbBatch:
+class ExperienceChanges:
     """Rows produced since the last drain.
 
     Attributes:
@@ -68,12 +68,12 @@ class KbBatch:
     state_changes: tuple[dict[str, Any], list[str]] = field(default_factory=lambda: ({}, []))
 
 
-class KbFold:
-    """Folds KnowHub events into :class:`KbBatch` rows.
+class ExperienceFold:
+    """Folds KnowHub events into :class:`ExperienceChanges` rows.
 
     Args:
         window_ms: experience dedup window W (ms), ``None`` = unbounded.
-        state: dedup state (:class:`~streams.frames.dedup.DedupCore` entries), as loaded from the projection;
+        state: dedup state (:class:`~streams.frames.dedup.DedupFold` entries), as loaded from the projection;
             the fold keeps its own copy and hands its changes out with each :meth:`drain`.
         counters: session key → ``before_prompt_build`` calls since its last ``agent_end``.
         seen_hooks: ids of the plugin-hook markers counted before.
@@ -82,12 +82,12 @@ class KbFold:
     def __init__(self, window_ms: int | None, state: MutableMapping[str, Any] | None = None, counters: dict[str, int] | None = None,
                  seen_hooks: set[str] | None = None) -> None:
         self.state = TrackedState(dict(state or {}))
-        self.core = DedupCore(window_ms, allowed_lateness_ms=KB_ALLOWED_LATENESS_MS, state=self.state, sweep_every=1000)
+        self.core = DedupFold(window_ms, allowed_lateness_ms=KB_ALLOWED_LATENESS_MS, state=self.state, sweep_every=1000)
         self.counters: dict[str, int] = {} if counters is None else counters
         self._seen_hooks: set[str] = set() if seen_hooks is None else seen_hooks
-        self._batch = KbBatch()
+        self._batch = ExperienceChanges()
 
-    def feed(self, ev: KbEvent, partition: int = 0, offset: int = 0) -> None:
+    def feed(self, ev: ExperienceEvent, partition: int = 0, offset: int = 0) -> None:
         """Fold one event read at ``(partition, offset)``."""
         b = self._batch
         if isinstance(ev, ExperienceSubmitted | ExperienceExtracted):
@@ -110,12 +110,12 @@ class KbFold:
             b.reviews.append({"event_id": ev.event_id, "experience_id": ev.experience_id, "decision": ev.decision, "reviewer": ev.reviewer,
                               "reason": ev.reason, "event_time_ms": ev.event_time_ms})
             b.touched.add(ev.experience_id)
-        elif isinstance(ev, KbPluginHook):
+        elif isinstance(ev, PluginHookCalled):
             self._hook(ev)
         else:
             b.telemetry.append(_telemetry(ev))
 
-    def _hook(self, ev: KbPluginHook) -> None:
+    def _hook(self, ev: PluginHookCalled) -> None:
         if ev.event_id in self._seen_hooks:  # re-delivered: the counter must not move twice
             return
         self._seen_hooks.add(ev.event_id)
@@ -129,7 +129,7 @@ class KbFold:
             self.counters[ev.session_key] = n
             if n % REMIND_EVERY:
                 return
-        reminder = KbReminderInjected(event_id=stable_id(ev.event_id, "reminder"), event_time_ms=ev.event_time_ms, session_key=ev.session_key,
+        reminder = ReminderInjected(event_id=stable_id(ev.event_id, "reminder"), event_time_ms=ev.event_time_ms, session_key=ev.session_key,
                                       agent_id=ev.agent_id, trigger=ev.hook, llm_call=n)
         self._batch.telemetry.append(_telemetry(reminder))
 
@@ -137,20 +137,20 @@ class KbFold:
         """Record a dead letter (already redacted by its producer)."""
         self._batch.dead_letters.append(dl)
 
-    def drain(self) -> KbBatch:
+    def drain(self) -> ExperienceChanges:
         """The rows since the last call."""
-        b, self._batch = self._batch, KbBatch()
+        b, self._batch = self._batch, ExperienceChanges()
         b.state_changes = self.state.drain()
         return b
 
 
-def _telemetry(ev: KbSearchPerformed | KbContentFetched | MemoryRecalled | KbReminderInjected) -> dict[str, Any]:
+def _telemetry(ev: SearchPerformed | ContentFetched | MemoryRecalled | ReminderInjected) -> dict[str, Any]:
     row: dict[str, Any] = {"event_id": ev.event_id, "session_key": ev.session_key, "agent_id": ev.agent_id, "query": None, "agent_filter": None,
                            "hit_count": None, "experience_ref": None, "trigger": None, "llm_call": None, "runtime": None,
                            "event_time_ms": ev.event_time_ms}
-    if isinstance(ev, KbSearchPerformed):
+    if isinstance(ev, SearchPerformed):
         row |= {"kind": "search", "query": ev.query, "agent_filter": ev.agent_filter, "hit_count": ev.hit_count, "runtime": ev.runtime}
-    elif isinstance(ev, KbContentFetched):
+    elif isinstance(ev, ContentFetched):
         row |= {"kind": "content", "experience_ref": ev.experience_ref, "runtime": ev.runtime}
     elif isinstance(ev, MemoryRecalled):
         row |= {"kind": "recall", "query": ev.query, "agent_filter": ev.project or None, "hit_count": ev.hit_count, "runtime": ev.runtime}

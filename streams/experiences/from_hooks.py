@@ -5,12 +5,12 @@ What each hook event becomes:
 * a ``kb_submit`` tool call (OpenClaw ``after_tool_call``; Claude Code / Codex ``PostToolUse``,
   MCP-prefixed names such as ``mcp__knowhub__kb_submit`` included) → :class:`ExperienceSubmitted`,
   built by :func:`streams.experiences.build.build_experience` (redacted, flagged, keyed);
-* ``kb_search`` → :class:`KbSearchPerformed` (query redacted; hits counted from the tool result);
-  ``kb_content`` → :class:`KbContentFetched`; a call of hivestream's own MCP server
+* ``kb_search`` → :class:`SearchPerformed` (query redacted; hits counted from the tool result);
+  ``kb_content`` → :class:`ContentFetched`; a call of hivestream's own MCP server
   (``mcp__hivestream__kb_*``) → nothing: the agent API that answered it recorded it
   (:func:`answered_by_hivestream`);
 * OpenClaw ``before_agent_start``, ``before_prompt_build`` and ``agent_end`` →
-  :class:`KbPluginHook` markers, which the fold turns into reminders (see
+  :class:`PluginHookCalled` markers, which the fold turns into reminders (see
   :mod:`streams.experiences.fold`);
 * ``agent_end`` with messages, when extraction is enabled → an :class:`ExtractionRequest` whose
   chat payload is already built and redacted, so it can be written to a topic;
@@ -35,18 +35,18 @@ from pydantic import ValidationError
 
 from streams.experiences.build import build_experience, safe_text
 from streams.experiences.events import (
+    ContentFetched,
+    ExperienceEvent,
     ExperienceExtracted,
     ExperienceReviewed,
     ExperienceSubmitted,
-    KbContentFetched,
-    KbEvent,
-    KbPluginHook,
-    KbReminderInjected,
-    KbSearchPerformed,
     MemoryRecalled,
+    PluginHookCalled,
+    ReminderInjected,
+    SearchPerformed,
 )
 from streams.experiences.extract import build_messages
-from streams.experiences.settings import KbSettings
+from streams.experiences.settings import ExperienceSettings
 from streams.model.deadletter import Reason, RejectedInput
 from streams.model.events import HookEvent, stable_id
 from streams.redaction.redact import RedactionMode, redact
@@ -123,7 +123,7 @@ class ExtractionRequest:
             raise RejectedInput(Reason.MISSING_FIELD, f"kb-extract record: missing {e}") from e
 
 
-Derived = KbEvent | ExtractionRequest
+Derived = ExperienceEvent | ExtractionRequest
 
 
 def tool_call(ev: HookEvent, raw: dict[str, Any] | None = None) -> tuple[str, Any, Any, str] | None:
@@ -203,25 +203,25 @@ def _result(ev: HookEvent) -> Any:
 
 
 _HOOK_ONLY = frozenset({"before_agent_start", "before_prompt_build", "agent_end"})
-"""OpenClaw plugin hooks that become a :class:`KbPluginHook` record, which is their whole KnowHub record (``agent_end``'s too when extraction is off)."""
+"""OpenClaw plugin hooks that become a :class:`PluginHookCalled` record, which is their whole KnowHub record (``agent_end``'s too when extraction is off)."""
 
 
 def may_derive(ev: HookEvent) -> bool:
-    """False when :meth:`KbDeriver.derive` gives nothing for ``ev`` whatever its payload: it is no
+    """False when :meth:`ExperienceDeriver.derive` gives nothing for ``ev`` whatever its payload: it is no
     KnowHub line, no tool call and no OpenClaw plugin hook (:func:`~streams.redaction.scrub.is_kb_relevant`).
     Reads the event's fields only (no payload bytes), so it costs nothing beside the decode; the
     frames path's captures, which are most of ``hook-events``, stop here."""
     return ev.native_event in _TOOL_CALLS or is_kb_relevant(ev)
 
 
-class KbDeriver:
+class ExperienceDeriver:
     """Derives KnowHub events from hook events.
 
     Args:
         settings: privacy mode, approval, extraction switch.
     """
 
-    def __init__(self, settings: KbSettings) -> None:
+    def __init__(self, settings: ExperienceSettings) -> None:
         self.settings = settings
 
     def derive(self, ev: HookEvent) -> list[Derived]:
@@ -252,7 +252,7 @@ class KbDeriver:
         agent = safe_text(str((ctx or {}).get("agentId") or ""), mode)
         session_key = safe_text(str((ctx or {}).get("sessionKey") or ev.session), mode)
         if ev.native_event in _HOOK_ONLY and ev.source == "openclaw":
-            out: list[Derived] = [KbPluginHook(event_id=stable_id(ev.event_id, "hook"), event_time_ms=ev.event_time_ms, session_key=session_key,
+            out: list[Derived] = [PluginHookCalled(event_id=stable_id(ev.event_id, "hook"), event_time_ms=ev.event_time_ms, session_key=session_key,
                                                agent_id=agent, hook=ev.native_event)]  # type: ignore[arg-type]
             if ev.native_event != "agent_end":
                 return out
@@ -305,15 +305,15 @@ class KbDeriver:
                 hits = hit_count(_result(ev), (lambda s: scrub_value(s, mode)) if mode is not RedactionMode.RELAXED and is_kb_relevant(ev) else None)
             except RecursionError:
                 raise RejectedInput(Reason.WRONG_SHAPE, "KnowHub payload is nested too deeply to redact") from None
-            return [KbSearchPerformed(event_id=eid, event_time_ms=ev.event_time_ms, session_key=session_key, agent_id=agent_id,
+            return [SearchPerformed(event_id=eid, event_time_ms=ev.event_time_ms, session_key=session_key, agent_id=agent_id,
                                       query=safe_text(str(q), mode)[:4000], agent_filter=safe_text(str(filt), mode) if filt else None,
                                       hit_count=hits, runtime=ev.source)]
         ref = args.get("id", args.get("experience_id", args.get("ref", "")))
-        return [KbContentFetched(event_id=eid, event_time_ms=ev.event_time_ms, session_key=session_key, agent_id=agent_id,
+        return [ContentFetched(event_id=eid, event_time_ms=ev.event_time_ms, session_key=session_key, agent_id=agent_id,
                                  experience_ref=safe_text(str(ref), mode)[:400], runtime=ev.source)]
 
     @staticmethod
-    def _with_counts(built: KbEvent, raw: dict[str, Any] | None, *, knowhub: bool = False) -> KbEvent:
+    def _with_counts(built: ExperienceEvent, raw: dict[str, Any] | None, *, knowhub: bool = False) -> ExperienceEvent:
         """Add the replacements made before this step to an experience event's own: those the scrub
         counted (in its scrubbed ``raw``), and for a KnowHub line redacted earlier (``kb submit``) the
         ``redactions`` it carries."""
@@ -326,7 +326,7 @@ class KbDeriver:
         merged.update(prior)
         return built.model_copy(update={"redactions": dict(sorted(merged.items()))})
 
-    def _kb_line(self, ev: HookEvent) -> KbEvent:
+    def _kb_line(self, ev: HookEvent) -> ExperienceEvent:
         d = dict(ev.raw or {})
         d.pop(COUNTS_KEY, None)
         mode = self.settings.privacy_mode
@@ -346,13 +346,13 @@ class KbDeriver:
                 return ExperienceReviewed.model_validate({**d, "event_time_ms": t})
             if kind == "kb-search":
                 d["query"] = safe_text(str(d.get("query") or ""), mode)
-                return KbSearchPerformed.model_validate({**d, "event_time_ms": t})
+                return SearchPerformed.model_validate({**d, "event_time_ms": t})
             if kind == "kb-content":
-                return KbContentFetched.model_validate({**d, "event_time_ms": t})
+                return ContentFetched.model_validate({**d, "event_time_ms": t})
             if kind == "memory-recall":
                 d["query"] = safe_text(str(d.get("query") or ""), mode)
                 return MemoryRecalled.model_validate({**d, "event_time_ms": t})
-            return KbReminderInjected.model_validate({**d, "event_time_ms": t})
+            return ReminderInjected.model_validate({**d, "event_time_ms": t})
         except ValidationError as e:
             errs = "; ".join(f"{'.'.join(map(str, err['loc']))}: {err['msg']}" for err in e.errors())
             raise RejectedInput(Reason.WRONG_SHAPE, f"KnowHub event: {errs}") from e

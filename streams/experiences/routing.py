@@ -20,8 +20,8 @@ from functools import partial
 from streams.experiences.build import build_experience, safe_text
 from streams.experiences.events import ExperienceExtracted, ExperienceSubmitted
 from streams.experiences.extract import Completer, ExtractionError, keep_confident, parse_answer
-from streams.experiences.from_hooks import Derived, ExtractionRequest, KbDeriver
-from streams.experiences.settings import KbSettings
+from streams.experiences.from_hooks import Derived, ExperienceDeriver, ExtractionRequest
+from streams.experiences.settings import ExperienceSettings
 from streams.model.deadletter import MAX_ORIGINAL_BYTES, DeadLetter, Reason, RejectedInput
 from streams.model.decode import decode_hook_record
 from streams.model.events import HookEvent, stable_id
@@ -59,7 +59,7 @@ def guard_of(mode: RedactionMode) -> Guard:
     return _GUARDS[mode]
 
 
-def route_kb_record(raw: bytes | None, pos: Position, deriver: KbDeriver, now_ms: int, *, use_record_time: bool = True,
+def route_kb_record(raw: bytes | None, pos: Position, deriver: ExperienceDeriver, now_ms: int, *, use_record_time: bool = True,
                     report_bad_records: bool = False, decoded: HookEvent | None = None) -> list[Derived | DeadLetter]:
     """What one ``hook-events`` record gives the KnowHub path. Never raises.
 
@@ -86,7 +86,7 @@ def route_kb_record(raw: bytes | None, pos: Position, deriver: KbDeriver, now_ms
         return [guard.letter(e, data, pos, now_ms, ev.event_id)]
 
 
-def run_extraction(req: ExtractionRequest, client: Completer | Callable[[], Completer], settings: KbSettings, pos: Position,
+def run_extraction(req: ExtractionRequest, client: Completer | Callable[[], Completer], settings: ExperienceSettings, pos: Position,
                    now_ms: int) -> list[ExperienceExtracted | DeadLetter]:
     """Call the extractor for ``req`` and build its experiences (confidence > threshold), or one dead letter. Never raises.
 
@@ -103,7 +103,7 @@ def run_extraction(req: ExtractionRequest, client: Completer | Callable[[], Comp
         return [_GUARDS[settings.privacy_mode].letter(e, req.to_json(), pos, now_ms, req.request_id)]
 
 
-def _extract(req: ExtractionRequest, client: Completer | Callable[[], Completer], settings: KbSettings) -> Iterator[ExperienceExtracted]:
+def _extract(req: ExtractionRequest, client: Completer | Callable[[], Completer], settings: ExperienceSettings) -> Iterator[ExperienceExtracted]:
     try:
         completer = client if hasattr(client, "complete") else client()  # type: ignore[operator]
         items = keep_confident(parse_answer(completer.complete(req.chat)), settings.extraction_threshold)

@@ -10,7 +10,7 @@ from streams.redaction.redact import RedactionMode
 DEFAULT_KB_WINDOW_MS = 86_400_000
 
 
-class KbSettings(BaseSettings):
+class ExperienceSettings(BaseSettings):
     """How experiences are prepared, deduplicated and extracted.
 
     Attributes:

@@ -4,6 +4,6 @@ Pure core: :mod:`~streams.frames.capture` (hook event → capture: prefix, hash,
 :mod:`~streams.frames.dedup` (the per-key window with key-group watermarks),
 :mod:`~streams.frames.routing` (what one hook event becomes, on every path), :mod:`~streams.frames.codec`
 (the ``frames`` topic records). Kafka worker: :mod:`~streams.workers.frames` (faust). Projection:
-``projections/frames/rows.py``, ``projections/frames/sink.py``, ``projections/frames/projector.py``; embedded runner:
+``projections/frames/rows.py``, ``projections/frames/projection.py``, ``projections/frames/projector.py``; embedded runner:
 ``hivestream/embedded/frames.py``.
 """

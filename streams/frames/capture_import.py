@@ -23,7 +23,7 @@ from streams.frames.capture import Capture, Skipped
 from streams.frames.fast_capture import line_capture
 from streams.frames.routing import route_event
 from streams.importers.files import CHUNK_BYTES, Item, import_file, split_lines
-from streams.memory_calls import DEFAULT_RULES, MemoryToolCall, ToolRule
+from streams.memory_calls.tool_calls import DEFAULT_RULES, MemoryToolCall, ToolRule
 from streams.model import fastpath
 from streams.model.body_hash import KeyStrategy
 from streams.model.deadletter import Reason, RejectedInput

@@ -1,7 +1,7 @@
 """The frames worker's dedup state on a changelog topic: what one flush writes, in a prefix-safe order, and the restore.
 
 The frames worker (:mod:`streams.workers.frames`) keeps each partition's
-:class:`~streams.frames.dedup.DedupCore` state in a :class:`~streams.model.tracked_state.TrackedState`
+:class:`~streams.frames.dedup.DedupFold` state in a :class:`~streams.model.tracked_state.TrackedState`
 in front of the faust table ``dedup-state``, and writes the keys changed since the last flush to the
 table's changelog topic right before faust commits offsets (and when the partition is revoked). A
 worker that takes the partition over restores the state from the compacted changelog and processes
@@ -31,7 +31,7 @@ rebuilt watermark is 4700 at once, so ``b1`` and ``c1`` come out late, ``b1``'s 
 The restore takes the watermarks from the marker (:meth:`PartitionChangelog.restore`), so it gets
 the maxima of the last *complete* flush's drain point D0 with every entry at D0 or D1, and the core
 moves the watermark on by the event time a record it has absorbed already had when it was first
-processed (kept in the frame; ``DedupCore._again``). Why every prefix then gives the first run's answers, record by record from C:
+processed (kept in the frame; ``DedupFold._again``). Why every prefix then gives the first run's answers, record by record from C:
 
 * a record up to D0 has its key's entry at D0 or D1, which absorbed it (eviction drops only frames
   of keys whose last capture is below the committed offset, so never one a re-processing reaches):
@@ -66,13 +66,13 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from streams.frames.dedup import DedupCore
+from streams.frames.dedup import DedupFold
 from streams.model.tracked_state import TrackedState, drain_changes
 
 MARKER_PREFIX = "~watermarks:"  # + the partition number (is_marker_key: a dedup key may start with it too)
 _PARTITION_DIGITS = 10  # a Kafka partition number is below 2**31
 
-CoreFactory = Callable[[TrackedState, Mapping[int, int] | None], DedupCore]
+CoreFactory = Callable[[TrackedState, Mapping[int, int] | None], DedupFold]
 Records = list[tuple[str, Any | None]]
 
 
@@ -130,7 +130,7 @@ class PartitionChangelog:
         TypeError: when ``core.state`` is not a :class:`TrackedState`.
     """
 
-    def __init__(self, partition: int, core: DedupCore, marked: Mapping[int, int] | None = None) -> None:
+    def __init__(self, partition: int, core: DedupFold, marked: Mapping[int, int] | None = None) -> None:
         if not isinstance(core.state, TrackedState):
             raise TypeError("the core's state must be a TrackedState (it tracks the changed keys)")
         self.partition = partition

@@ -94,7 +94,7 @@ def group_of_key(key: str) -> int:
 _ID, _ANCHOR, _CLOSE, _LATE, _ABSORBED, _LATE_TOUCHES, _TIMES = range(7)
 
 
-class DedupCore:
+class DedupFold:
     """Per-key event-time window dedup over a key → state mapping (see the module docstring).
 
     Args:

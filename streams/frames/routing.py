@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from streams.frames.capture import Capture, Skipped, capture_outcome
-from streams.memory_calls import MemoryToolCall, ToolRule, memory_call
+from streams.memory_calls.tool_calls import MemoryToolCall, ToolRule, memory_call
 from streams.model.body_hash import KeyStrategy
 from streams.model.deadletter import DeadLetter, RejectedInput
 from streams.model.decode import decode_hook_record

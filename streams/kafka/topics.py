@@ -8,7 +8,7 @@ Topics (``<ns>`` is :attr:`streams.settings.Settings.topic_namespace`):
 * ``<ns>.frames`` (or a versioned ``<ns>.frames.<version>`` written by ``reprocess``): frame
   created / touched events keyed by dedup key; retention unlimited, it feeds the projector.
 * ``<ns>.memory-calls``: the memory tool calls (reads and writes of agent memory) found in hook
-  events, redacted (:mod:`streams.memory_calls`); the frames projector writes them to
+  events, redacted (:mod:`streams.memory_calls.tool_calls`); the frames projector writes them to
   ``memory_tool_calls``.
 * ``<ns>.dead-letter``: rejected records with the original bytes, source topic, partition,
   offset, reason and time.
@@ -82,7 +82,7 @@ class Topics:
 
     @property
     def memory_calls(self) -> str:
-        """Memory tool calls seen in hook events (key: session; :mod:`streams.memory_calls`)."""
+        """Memory tool calls seen in hook events (key: session; :mod:`streams.memory_calls.tool_calls`)."""
         return f"{self.namespace}.memory-calls"
 
     @property

@@ -6,7 +6,7 @@ KnowHub pipeline's for a submission, the session otherwise (the key groups are
 from __future__ import annotations
 
 from streams.experiences.keys import experience_dedup_key
-from streams.experiences.settings import KbSettings
+from streams.experiences.settings import ExperienceSettings
 from streams.frames.capture import capture_body_hash
 from streams.model.deadletter import RejectedInput
 from streams.model.events import HookEvent
@@ -14,7 +14,7 @@ from streams.model.key_groups import _GROUP_KEYS, KEY_GROUPS, group_record_key, 
 from streams.settings import DEFAULT_MAX_BODY_BYTES
 
 
-def hook_event_key(ev: HookEvent, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, kb_settings: KbSettings | None = None) -> bytes:
+def hook_event_key(ev: HookEvent, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, kb_settings: ExperienceSettings | None = None) -> bytes:
     """The ``hook-events`` record key of ``ev``.
 
     A capture (an event with turn text) is keyed by the key group of its body hash

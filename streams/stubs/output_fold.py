@@ -28,14 +28,14 @@ from streams.model.deadletter import RejectedInput
 from streams.stubs.events import StubMatched
 from streams.stubs.log import LogEntry
 from streams.stubs.outcome import MessageProcessed, OutputRecord
-from streams.stubs.replay import MessageRecord, Rejection, StubDelta, StubRunner
+from streams.stubs.replay import MessageRecord, Rejection, StubDelta, StubFold
 
 MatchKey = tuple[str, str, str | None, int]
 """``(message_id, channel, stub channel, stub id)``, the primary key of ``stub_matches``."""
 
 
 class OutputFold:
-    """Folds ``stub-matches`` records into a :class:`StubDelta` for :meth:`projections.stubs.sink.StubSink.apply_batch`.
+    """Folds ``stub-matches`` records into a :class:`StubDelta` for :meth:`projections.stubs.sink.StubProjection.apply_batch`.
 
     Args:
         runner: holds the stub state (restored from the projection); never asked to match.
@@ -44,7 +44,7 @@ class OutputFold:
         seen_messages: ``(channel, message_id)`` of messages stored before.
     """
 
-    def __init__(self, runner: StubRunner, applied_event_ids: set[str], match_keys: set[MatchKey], seen_messages: set[tuple[str, str]]) -> None:
+    def __init__(self, runner: StubFold, applied_event_ids: set[str], match_keys: set[MatchKey], seen_messages: set[tuple[str, str]]) -> None:
         self.runner = runner
         self.applied = applied_event_ids
         self.match_keys = match_keys

@@ -41,7 +41,7 @@ from streams.stubs.events import MessageEmbedded, StubDeleted, StubMatched, Stub
 from streams.stubs.log import LogEntry
 from streams.stubs.outcome import MessageProcessed
 from streams.stubs.records import StubRecord
-from streams.stubs.replay import StubKey, StubRunner, Vector
+from streams.stubs.replay import StubFold, StubKey, Vector
 from streams.stubs.settings import MatchPolicy
 
 log = logging.getLogger(__name__)
@@ -127,7 +127,7 @@ class StubPartition:
     def __init__(self, partition: int, policy: MatchPolicy, store: MutableMapping[str, Any]) -> None:
         self.partition = partition
         self.store = store
-        self.runner = StubRunner(policy)
+        self.runner = StubFold(policy)
         records: list[StubRecord] = []
         vectors: dict[StubKey, Vector] = {}
         for k, v in list(store.items()):

@@ -1,8 +1,8 @@
 """Replaying a stub log: stub events and message embeddings in log order → matches and stub state.
 
-:class:`StubRunner` is the incremental, pure core shared by :func:`run_stub_events` (one shot,
+:class:`StubFold` is the incremental, pure core shared by :func:`run_stub_events` (one shot,
 in memory), the what-if (:mod:`streams.stubs.whatif`) and the DuckDB runner
-(:mod:`projections.stubs.sink`). Rules:
+(:mod:`projections.stubs.projection`). Rules:
 
 * stub events (upsert / refresh / delete) change the :class:`StubIndex` in log order, so each
   message is matched against the stubs as they were at that point of the log;
@@ -84,7 +84,7 @@ class Rejection:
 
 @dataclass
 class StubDelta:
-    """What a runner produced since the last :meth:`StubRunner.drain`.
+    """What a runner produced since the last :meth:`StubFold.drain`.
 
     Attributes:
         matches: computed :class:`StubMatched` events, in log order.
@@ -103,7 +103,7 @@ class StubDelta:
     repeated: int = 0
 
 
-class StubRunner:
+class StubFold:
     """Incremental replay of a stub log under one :class:`MatchPolicy` (pure; rules in the module docstring).
 
     Args:
@@ -234,7 +234,7 @@ def run_stub_events(events: Iterable[StubEventT | RejectedInput | LogEntry], pol
     ``events`` may mix bare events, :class:`RejectedInput` items (a line that did not parse) and
     :class:`LogEntry` items (bare items are positioned by their index). Never raises for bad input.
     """
-    runner = StubRunner(policy)
+    runner = StubFold(policy)
     for e in entries(events):
         runner.feed(e)
     d = runner.drain()

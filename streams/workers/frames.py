@@ -9,9 +9,9 @@ each commit and on revocation, the lazy restore of a partition) is
 
 Per record the step routes the hook event (:func:`streams.frames.routing.route_record`, the routing
 ``run`` shares: bad input → ``dead-letter``), dedups a capture by the pure
-:class:`~streams.frames.dedup.DedupCore` (one core per partition, its watermarks per key group) into
+:class:`~streams.frames.dedup.DedupFold` (one core per partition, its watermarks per key group) into
 a ``frames`` record, writes a skipped event's row beside the frames, and a memory tool call
-(``PostToolUse`` / ``after_tool_call`` of a memory tool, :mod:`streams.memory_calls`) to
+(``PostToolUse`` / ``after_tool_call`` of a memory tool, :mod:`streams.memory_calls.tool_calls`) to
 ``memory-calls``. The core's state is a plain dict per partition in front of the faust table
 ``dedup-state``, written to the table's changelog as one record per changed key per commit
 followed by the partition's watermark marker, in the prefix-safe order of
@@ -38,22 +38,22 @@ from typing import Any
 import faust
 import orjson
 
-from streams.experiences.events import ExperienceExtracted, KbEvent, kb_key
+from streams.experiences.events import ExperienceEvent, ExperienceExtracted, kb_key
 from streams.experiences.extract import ChatClient, Completer
-from streams.experiences.from_hooks import ExtractionRequest, KbDeriver
+from streams.experiences.from_hooks import ExperienceDeriver, ExtractionRequest
 from streams.experiences.routing import guard_of, route_kb_record, run_extraction
-from streams.experiences.settings import KbSettings
+from streams.experiences.settings import ExperienceSettings
 from streams.frames.capture import Capture
 from streams.frames.changelog import PartitionChangelog, Records
 from streams.frames.codec import frame_event_to_json, skipped_to_json
-from streams.frames.dedup import DedupCore, group_of_key
+from streams.frames.dedup import DedupFold, group_of_key
 from streams.frames.routing import route_record
 from streams.kafka.connection import ConnectionLike
 from streams.kafka.faust_app import make_faust_app, run_app
 from streams.kafka.lag import worker_group
 from streams.kafka.partitioned_worker import Outputs, PartitionedWorker, WorkerApp
 from streams.kafka.topics import Topics, partition_for
-from streams.memory_calls import ToolRule, configured_rules
+from streams.memory_calls.tool_calls import ToolRule, configured_rules
 from streams.model.clock import wall_clock_ms
 from streams.model.deadletter import DeadLetter, RejectedInput
 from streams.model.key_groups import group_record_key
@@ -78,7 +78,7 @@ class FramesConfig:
     topics: Topics
     partitions: int
     rules: Sequence[ToolRule] | None
-    deriver: KbDeriver | None
+    deriver: ExperienceDeriver | None
 
 
 class FramesStep:
@@ -91,7 +91,7 @@ class FramesStep:
 
     def __init__(self, log: PartitionChangelog, config: FramesConfig) -> None:
         self.log = log
-        self.core: DedupCore = log.core
+        self.core: DedupFold = log.core
         self.partition = log.partition
         self.config = config
 
@@ -104,8 +104,8 @@ class FramesStep:
         def owns(k: str) -> bool:
             return partition_for(group_record_key(group_of_key(k)), n) == partition
 
-        def make_core(state: TrackedState, watermarks: Mapping[int, int] | None) -> DedupCore:
-            return DedupCore(settings.window, allowed_lateness_ms=settings.allowed_lateness_ms, state=state,
+        def make_core(state: TrackedState, watermarks: Mapping[int, int] | None) -> DedupFold:
+            return DedupFold(settings.window, allowed_lateness_ms=settings.allowed_lateness_ms, state=state,
                              committed=lambda _p: committed(), watermarks=watermarks)
 
         decoded = [(k.decode(), v) for k, v in items]
@@ -133,7 +133,7 @@ class FramesStep:
                 for kb in route_kb_record(raw, pos, deriver, now, decoded=ev):
                     self._put_kb(kb, out)
 
-    def _put_kb(self, kb: KbEvent | ExtractionRequest | DeadLetter, out: Outputs) -> None:
+    def _put_kb(self, kb: ExperienceEvent | ExtractionRequest | DeadLetter, out: Outputs) -> None:
         topics, n = self.config.topics, self.config.partitions
         if isinstance(kb, DeadLetter):
             out.dead(kb, topics.kb_dead_letter)
@@ -157,7 +157,7 @@ def create_app(
     partitions: int | None = None,
     frames_version: str = "",
     data_dir: str | None = None,
-    kb_settings: KbSettings | None = None,
+    kb_settings: ExperienceSettings | None = None,
     completer: Completer | None = None,
 ) -> WorkerApp:
     """Build the frames worker for ``settings``.
@@ -186,8 +186,8 @@ def create_app(
                          partitions=n, data_dir=data_dir)
     hook_events = app.topic(topics.hook_events, partitions=n, internal=False)
     kb_extract = app.topic(topics.kb_extract, partitions=n, internal=False)
-    kbs = kb_settings or KbSettings()
-    deriver = None if frames_version else KbDeriver(kbs)
+    kbs = kb_settings or ExperienceSettings()
+    deriver = None if frames_version else ExperienceDeriver(kbs)
     schema: Any = faust.Schema(key_type=str, key_serializer="raw", value_serializer="json")
     extractions: Any = None if deriver is None else app.Table("kb-extractions", default=None, partitions=n, schema=schema)
     # the dedup state: per partition a plain dict (TrackedState) in front of the faust table, written to
@@ -204,7 +204,7 @@ def create_app(
     return WorkerApp(app, topics, n, worker, topics.specs(n), copartitioned, (extractions,))
 
 
-def extract_agent(worker: PartitionedWorker, config: FramesConfig, extractions: Any, kbs: KbSettings,
+def extract_agent(worker: PartitionedWorker, config: FramesConfig, extractions: Any, kbs: ExperienceSettings,
                   completer: Completer | None) -> Callable[[faust.StreamT[bytes]], AsyncIterator[None]]:
     """The **extract** agent's function: ``kb-extract`` → ``experience-events`` (extracted experiences)
     or ``kb-dead-letter``, sent through ``worker``'s outputs; each request's results kept in

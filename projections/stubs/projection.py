@@ -23,7 +23,7 @@ from projections.stubs.schema import GLOBAL, STUB_DDL
 from streams.model.clock import Clock
 from streams.model.deadletter import DeadLetter
 from streams.stubs.records import StubRecord
-from streams.stubs.replay import StubDelta, StubKey, StubRunner, Vector
+from streams.stubs.replay import StubDelta, StubFold, StubKey, Vector
 from streams.stubs.settings import MatchPolicy, MatchSettings
 
 _STUB_COLS = ["channel", "stub_id", "title", "stub_text", "archive_path", "archive_tokens", "model", "dim", "refresh_source", "refresh_spec",
@@ -75,7 +75,7 @@ class StubBatch:
                     or self.applied_event_ids)
 
 
-def stub_batch(runner: StubRunner, delta: StubDelta, clock: Clock, applied_event_ids: Iterable[str] = ()) -> StubBatch:
+def stub_batch(runner: StubFold, delta: StubDelta, clock: Clock, applied_event_ids: Iterable[str] = ()) -> StubBatch:
     """The batch of one drained ``delta``: the touched stubs as ``runner`` holds them now (take it
     right after the drain, before the runner goes on), the delta's matches, messages and rejections
     (dead letters stamped with ``clock()``, read only when there are rejections)."""
@@ -116,9 +116,9 @@ class StubProjection(Projection[StubBatch, None]):
         """``(channel, message_id)`` of every stored message."""
         return {(str(c), str(m)) for c, m in self.con.execute("SELECT channel, message_id FROM stub_messages").fetchall()}
 
-    def load_runner(self, policy: MatchPolicy) -> StubRunner:
-        """A :class:`StubRunner` holding the stored stub state and the processed message keys."""
-        runner = StubRunner(policy, self.seen_messages())
+    def load_runner(self, policy: MatchPolicy) -> StubFold:
+        """A :class:`StubFold` holding the stored stub state and the processed message keys."""
+        runner = StubFold(policy, self.seen_messages())
         rows = self.con.execute(f"SELECT {', '.join(_STUB_COLS)} FROM stubs ORDER BY channel, stub_id").fetchall()
         recs = [(_record(r), bool(r[-1])) for r in rows]
         vecs = {(_unscope(c), int(i)): Vector(m, int(d), b) for c, i, m, d, b in
@@ -153,7 +153,6 @@ class StubProjection(Projection[StubBatch, None]):
             con.executemany("INSERT INTO stub_applied_events VALUES (?) ON CONFLICT DO NOTHING", [[e] for e in batch.applied_event_ids])
 
 
-StubSink = StubProjection
 """The stub projection's earlier name."""
 
 
@@ -174,7 +173,7 @@ def _record(r: tuple[Any, ...]) -> StubRecord:
                       last_refreshed_at_ms=None if refreshed is None else int(refreshed))
 
 
-def _stub_tables(runner: StubRunner, touched: Iterable[StubKey]) -> tuple[pa.Table, pa.Table, list[list[object]]]:
+def _stub_tables(runner: StubFold, touched: Iterable[StubKey]) -> tuple[pa.Table, pa.Table, list[list[object]]]:
     cols: dict[str, list[object]] = {c: [] for c in _STUB_COLS}
     vec: dict[str, list[object]] = {c: [] for c in ("channel", "stub_id", "model", "dim", "embedding_b64")}
     gone: list[list[object]] = []

@@ -22,7 +22,7 @@ import pyarrow as pa
 
 from projections.experiences.schema import KB_DDL, REFRESH_EXPERIENCES
 from projections.projection import Projection
-from streams.experiences.fold import KbBatch
+from streams.experiences.fold import ExperienceChanges
 
 _SUB_SCHEMA = pa.schema([
     ("event_id", pa.string()), ("experience_id", pa.string()), ("dedup_key", pa.string()), ("kind", pa.string()), ("task", pa.string()),
@@ -64,11 +64,11 @@ def _load(con: duckdb.DuckDBPyConnection, table: pa.Table, sql: str) -> None:
 
 @dataclass(frozen=True)
 class ExperienceBatch:
-    """One batch of the KnowHub projection: the fold's rows (:class:`~streams.experiences.fold.KbBatch`,
+    """One batch of the KnowHub projection: the fold's rows (:class:`~streams.experiences.fold.ExperienceChanges`,
     its dedup state changes included) and the reminder counters after it (session key → count,
     replacing the stored ones; ``None``: kept as stored)."""
 
-    rows: KbBatch
+    rows: ExperienceChanges
     counters: Mapping[str, int] | None = None
 
 
@@ -93,7 +93,7 @@ class ExperienceProjection(Projection[ExperienceBatch, None]):
     positions_table = "kb_positions"
 
     def load_dedup_state(self) -> dict[str, Any]:
-        """The experience dedup state (:class:`~streams.frames.dedup.DedupCore` entries by dedup key) as the last batch stored it."""
+        """The experience dedup state (:class:`~streams.frames.dedup.DedupFold` entries by dedup key) as the last batch stored it."""
         return {k: json.loads(v) for k, v in self.con.execute("SELECT dedup_key, value FROM kb_dedup_state").fetchall()}
 
     def load_counters(self) -> dict[str, int]:
@@ -139,7 +139,7 @@ class ExperienceProjection(Projection[ExperienceBatch, None]):
             _load(con, pa.table({"event_id": b.hooks}), "INSERT INTO kb_hooks_seen SELECT DISTINCT event_id FROM _rows ON CONFLICT DO NOTHING")
         self._write_state(b, batch.counters)
 
-    def _write_state(self, b: KbBatch, counters: Mapping[str, int] | None) -> None:
+    def _write_state(self, b: ExperienceChanges, counters: Mapping[str, int] | None) -> None:
         """The reminder counters (replaced when given) and the dedup state changes of ``b``."""
         con = self.con
         if counters is not None:
@@ -156,5 +156,4 @@ class ExperienceProjection(Projection[ExperienceBatch, None]):
             _load(con, pa.table({"dedup_key": list(deletes)}), "DELETE FROM kb_dedup_state WHERE dedup_key IN (SELECT dedup_key FROM _rows)")
 
 
-KbSink = ExperienceProjection
 """The KnowHub projection's earlier name."""

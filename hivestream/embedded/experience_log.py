@@ -24,9 +24,9 @@ from pathlib import Path
 
 import duckdb
 
-from hivestream.embedded.experiences import KbRunner, file_origin
-from projections.experiences.sink import ExperienceProjection
-from streams.experiences.settings import KbSettings
+from hivestream.embedded.experiences import ExperienceRunner, file_origin
+from projections.experiences.projection import ExperienceProjection
+from streams.experiences.settings import ExperienceSettings
 from streams.importers.files import read_lines
 
 CHUNK = 1 << 20
@@ -102,7 +102,7 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view):]
 
 
-def append_event(db: Path, line: bytes, settings: KbSettings | None = None) -> Appended:
+def append_event(db: Path, line: bytes, settings: ExperienceSettings | None = None) -> Appended:
     """Append one KnowHub event line (JSON, no ``\\n``) to ``db``'s log and apply the log to ``db``.
 
     Raises:
@@ -128,7 +128,7 @@ def append_event(db: Path, line: bytes, settings: KbSettings | None = None) -> A
                 raise _shortened(log, db, lines, applied)
             _write_all(fd, (b"\n" if torn else b"") + line + b"\n")
             os.fsync(fd)
-            KbRunner(sink, settings or KbSettings()).run_lines(origin, enumerate(read_lines(log)))
+            ExperienceRunner(sink, settings or ExperienceSettings()).run_lines(origin, enumerate(read_lines(log)))
             if sink.position(origin) <= lines:
                 raise NotApplied(f"the event is line {lines} of {log} but {db} applied only {sink.position(origin)} lines of it")
     return Appended(log, lines, torn)

@@ -28,7 +28,7 @@ from projections.frames.schema import DDL
 from projections.projection import MetaMismatch, Projection
 from streams.frames.capture import Skipped
 from streams.frames.dedup import FrameEvent
-from streams.memory_calls import MemoryToolCall
+from streams.memory_calls.tool_calls import MemoryToolCall
 from streams.model.deadletter import DeadLetter
 
 # One row per frame of the batch's new captures; the first created capture (lowest seq) is the writer.
@@ -371,7 +371,6 @@ def _hashes(con: duckdb.DuckDBPyConnection, sql: str) -> Hashes:
     return np.asarray(col, dtype=np.uint64)
 
 
-DuckSink = FramesProjection
 """The frames projection's earlier name."""
 
-__all__ = ["CAPTURE_SCHEMA", "SKIPPED_SCHEMA", "DuckSink", "FramesApplied", "FramesBatch", "FramesProjection", "MetaMismatch"]
+__all__ = ["CAPTURE_SCHEMA", "SKIPPED_SCHEMA", "FramesApplied", "FramesBatch", "FramesProjection", "MetaMismatch"]
