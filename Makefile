@@ -34,7 +34,7 @@ lint: $(STAMP)
 
 test: $(STAMP) $(MINILM) lint
 	bash deploy/kafka/kafka.sh fetch
-	bash tests/run_suite.sh $(BIN)/python
+	bash tests/support/run_suite.sh $(BIN)/python
 
 bench: $(STAMP)
 	$(BIN)/python -m pip install -q -e '.[dev,bench]'

@@ -223,7 +223,7 @@ def bench_index(sizes: list[int], n_queries: int) -> None:
 
 
 def start_serve(db: Path) -> tuple[Any, str, str]:
-    from tests.serve_harness import ServeProc
+    from tests.support.serve_harness import ServeProc
 
     s = ServeProc(db)
     token = json.loads(Path(f"{db}.serve").read_text())["ingest"]["review_token"]

@@ -40,7 +40,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.backlog import BacklogSpec, write_backlog  # noqa: E402
 from bench.bench_kafka import consume_to_zero_lag  # noqa: E402
-from tests.kafka_harness import unique_namespace  # noqa: E402
+from tests.support.kafka_harness import unique_namespace  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -55,7 +55,7 @@ class Target:
 @contextmanager
 def single_broker() -> Iterator[Target]:
     """The one-node broker of ``deploy/kafka/kafka.sh`` (PLAINTEXT, replication factor 1)."""
-    from tests.kafka_broker import local_broker
+    from tests.support.kafka_broker import local_broker
 
     with local_broker() as b:
         env = {k: v for k, v in os.environ.items() if not k.startswith("HIVESTREAM_KAFKA_")}
@@ -65,7 +65,7 @@ def single_broker() -> Iterator[Target]:
 @contextmanager
 def three_brokers() -> Iterator[Target]:
     """The three-node cluster of ``deploy/kafka/cluster.sh`` (SASL_SSL + SCRAM, RF 3, min ISR 2)."""
-    from tests.kafka_cluster import local_cluster
+    from tests.support.kafka_cluster import local_cluster
 
     with local_cluster() as c:
         yield Target("3 brokers, SASL_SSL, RF 3, min ISR 2", c.plain, c.env())

@@ -23,10 +23,10 @@ peak RSS the largest) measures, one after the other:
 
 Then the ratio Kafka-path time / run time (goal ≤ 2.0), and, for every run, the projected
 ``frames``, ``frame_captures`` and dead letters compared with the run's row for row
-(``tests.kafka_harness.frame_tables``, as in ``tests/test_kafka_backlog.py``): a mismatch exits 1.
+(``tests.support.kafka_harness.frame_tables``, as in ``tests/streams/test_kafka_backlog.py``): a mismatch exits 1.
 
 Usage: ``python bench/bench_e2e.py [--turns 50000] [--runs 3] [--partitions 4] [--jobs 2] [--snapshot-every 2]``.
-Uses ``KAFKA_BOOTSTRAP_SERVERS`` when set, else starts the ``deploy/kafka`` broker (``tests/kafka_broker.py``)
+Uses ``KAFKA_BOOTSTRAP_SERVERS`` when set, else starts the ``deploy/kafka`` broker (``tests/support/kafka_broker.py``)
 and stops it.
 """
 
@@ -53,7 +53,7 @@ from bench.bench_kafka import _lags, run_stage  # noqa: E402
 from bench.procstat import proc_cpu_s, proc_peak_rss_mib  # noqa: E402
 from streams.kafka.lag import worker_group  # noqa: E402
 from streams.kafka.topics import Topics, ensure_topics  # noqa: E402
-from tests.kafka_harness import dead_letter_reasons, frame_tables, stop, unique_namespace  # noqa: E402
+from tests.support.kafka_harness import dead_letter_reasons, frame_tables, stop, unique_namespace  # noqa: E402
 
 WORKERS = 2
 POLL_S = 0.2
@@ -292,7 +292,7 @@ def main() -> None:
                     help="send the backlog once, untimed, before the first run (a fresh broker's JVM is still compiling)")
     a = ap.parse_args()
 
-    from tests.kafka_broker import kafka_broker
+    from tests.support.kafka_broker import kafka_broker
 
     kafka: list[dict[str, float]] = []
     runs: list[dict[str, float]] = []

@@ -55,9 +55,9 @@ import orjson  # noqa: E402
 
 from bench.procstat import proc_cpu_s  # noqa: E402
 from hivestream.ingest.server import loop_factory  # noqa: E402
-from tests.ingest_harness import IngestProc  # noqa: E402
-from tests.kafka_broker import kafka_broker  # noqa: E402
-from tests.kafka_harness import unique_namespace, wait_until  # noqa: E402
+from tests.support.ingest_harness import IngestProc  # noqa: E402
+from tests.support.kafka_broker import kafka_broker  # noqa: E402
+from tests.support.kafka_harness import unique_namespace, wait_until  # noqa: E402
 
 BIN = Path(sys.executable).parent
 T = TypeVar("T")
@@ -229,7 +229,7 @@ def singles_autocannon(url: str, seconds: float, tag: str, clients: int = 50) ->
 
 def distinct_events(bootstrap: str, namespace: str) -> int:
     """Distinct event ids on ``<namespace>.hook-events``."""
-    from tests.ingest_harness import read_topic
+    from tests.support.ingest_harness import read_topic
 
     return len({orjson.loads(v)["event_id"] for _p, _k, v in read_topic(bootstrap, f"{namespace}.hook-events")})
 

@@ -45,7 +45,7 @@ sys.path.insert(0, str(ROOT))
 from bench.backlog import BacklogSpec, write_backlog  # noqa: E402
 from bench.procstat import proc_cpu_s, proc_peak_rss_mib  # noqa: E402
 from streams.kafka.topics import Topics, ensure_topics  # noqa: E402
-from tests.kafka_harness import end_offset_sum, stop, unique_namespace  # noqa: E402
+from tests.support.kafka_harness import end_offset_sum, stop, unique_namespace  # noqa: E402
 
 
 def peak_rss_mib() -> float:
@@ -308,7 +308,7 @@ def main() -> None:
         print(json.dumps(STAGES[a.stage](*a.args)))
         return
 
-    from tests.kafka_broker import kafka_broker
+    from tests.support.kafka_broker import kafka_broker
 
     figs: dict[str, list[dict[str, float]]] = {}
     with tempfile.TemporaryDirectory() as d, kafka_broker() as bootstrap:

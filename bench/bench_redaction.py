@@ -3,7 +3,7 @@ injection detector, on the project's test sets and on the real corpus's text.
 
 Prints, per detector:
 
-* the secret cases of ``tests/test_redact.py`` (its cases whose kinds are all credentials, i.e.
+* the secret cases of ``tests/streams/test_redact.py`` (its cases whose kinds are all credentials, i.e.
   not e-mail / phone / home directory; the hardening set's named-secret and card cases counted apart):
   cases whose every sensitive substring is gone, and negatives changed at all (false positives);
 * the corpus (every distinct string of ``shared/corpus``'s JSON lines, ``SOURCES.md`` and the
@@ -23,7 +23,7 @@ whole run, as its own scan of a tree of files does), line by line as its own fil
 (``_process_line_based_plugins``, a private function: the public entry points read files). A
 detected value is replaced wherever it occurs in the text; union = the hand-written rules, then
 detect-secrets on their output. Without the corpus beside the repository, the generated sessions
-(``tests/session_gen.py``) stand in for it.
+(``tests/support/session_gen.py``) stand in for it.
 
 Usage: ``python bench/bench_redaction.py [--baseline main]`` (needs ``pip install
 'detect-secrets>=1.5,<1.6'``, the ``bench`` extra).
@@ -52,8 +52,8 @@ sys.path.insert(0, str(REPO))
 from streams.experiences import injection  # noqa: E402
 from streams.redaction import redact  # noqa: E402
 from tests import test_redact  # noqa: E402
-from tests.corpus import CORPUS  # noqa: E402
-from tests.kb_hardening import CARD_NEGATIVES, CARDS, INJECTION_CLASSES, NAMED_SECRET_NEGATIVES, NAMED_SECRETS  # noqa: E402
+from tests.support.corpus import CORPUS  # noqa: E402
+from tests.support.kb_hardening import CARD_NEGATIVES, CARDS, INJECTION_CLASSES, NAMED_SECRET_NEGATIVES, NAMED_SECRETS  # noqa: E402
 
 PII_KINDS = {"email", "phone", "home_user"}
 NEW_RULES = {"tool_execution.invoke_tool", "role_tag.plain_header", "approval_manipulation.authority_claim"} | {
@@ -235,7 +235,7 @@ def _main(args: argparse.Namespace, stack: contextlib.ExitStack) -> None:
     if CORPUS.exists():
         texts, what = corpus_texts(), "corpus"
     else:
-        from tests.session_gen import write_sessions
+        from tests.support.session_gen import write_sessions
 
         gen = Path(stack.enter_context(tempfile.TemporaryDirectory()))
         write_sessions(gen)

@@ -37,7 +37,7 @@ and the 100 ms goal for the hook. For each case it prints the CPU seconds of the
 Usage: ``python bench/bench_serve.py [--runs 3] [--seconds 10] [--batches 40] [--probes 20] [--snapshot-probes 5]
 [--prefill 100000] [--hook-runs 20]``.
 It uses ``KAFKA_BOOTSTRAP_SERVERS`` when set, else starts the ``deploy/kafka`` broker
-(:func:`tests.kafka_broker.local_broker`) and stops it at the end.
+(:func:`tests.support.kafka_broker.local_broker`) and stops it at the end.
 """
 
 from __future__ import annotations
@@ -69,10 +69,10 @@ from bench.procstat import proc_cpu_s  # noqa: E402
 from hivestream.serve.read_api import QUERY_SETS  # noqa: E402
 from hivestream.serve.read_client import read_named  # noqa: E402
 from projections.reading import open_for_reading  # noqa: E402
-from tests.ingest_harness import IngestProc  # noqa: E402
-from tests.kafka_broker import local_broker  # noqa: E402
-from tests.kafka_harness import create_topics, unique_namespace, wait_until  # noqa: E402
-from tests.serve_harness import ServeProc, hivestream  # noqa: E402
+from tests.support.ingest_harness import IngestProc  # noqa: E402
+from tests.support.kafka_broker import local_broker  # noqa: E402
+from tests.support.kafka_harness import create_topics, unique_namespace, wait_until  # noqa: E402
+from tests.support.serve_harness import ServeProc, hivestream  # noqa: E402
 
 SIZE = 500
 PROBE_LIMIT_S = 30.0  # a probe not queryable by then is counted at this figure (and said so)

@@ -40,7 +40,7 @@ import orjson  # noqa: E402
 from bench.bench_ingest import payload, run  # noqa: E402
 from bench.procstat import proc_peak_rss_mib  # noqa: E402
 from hivestream.serve.read_marker import read_marker  # noqa: E402
-from tests.serve_harness import ServeProc  # noqa: E402
+from tests.support.serve_harness import ServeProc  # noqa: E402
 
 SIZE = 500
 T0 = 1_790_000_000_000

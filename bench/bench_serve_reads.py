@@ -43,7 +43,7 @@ from bench.bench_ingest import pct, run, singles  # noqa: E402
 from bench.bench_serve import prefill  # noqa: E402
 from bench.procstat import proc_cpu_s  # noqa: E402
 from hivestream.serve.read_marker import read_marker  # noqa: E402
-from tests.serve_harness import ServeProc  # noqa: E402
+from tests.support.serve_harness import ServeProc  # noqa: E402
 
 READERS = 2
 CASES = ("alone", "report", "window-whatif")

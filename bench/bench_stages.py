@@ -54,7 +54,7 @@ sys.path.insert(0, str(ROOT))
 from bench.bench_kafka import consume_to_zero_lag, peak_rss_mib, stage_produce, stage_raw_consume, stage_raw_produce  # noqa: E402
 from bench.stage_backlog import ExperienceBacklogSpec, StubBacklogSpec, kb_backlog, stub_backlog, write_lines  # noqa: E402
 from streams.kafka.topics import Topics, ensure_topics  # noqa: E402
-from tests.kafka_harness import unique_namespace  # noqa: E402
+from tests.support.kafka_harness import unique_namespace  # noqa: E402
 
 
 def _figures(records: int, dt: float, cpu: float) -> dict[str, float]:
@@ -318,7 +318,7 @@ def main() -> None:
         print(json.dumps(STAGES[a.stage](*a.args)))
         return
 
-    from tests.kafka_broker import kafka_broker
+    from tests.support.kafka_broker import kafka_broker
 
     stages = set(a.stages.split(","))
     figs: dict[str, list[dict[str, float]]] = {}

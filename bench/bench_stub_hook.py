@@ -92,7 +92,7 @@ def serve_cell(tmp: Path, n: int, stub_vecs: np.ndarray, archives: list[Path], t
     from hivestream.embedded.stubs import run_stub_logs
     from streams.stubs.log import entries
     sys.path.insert(0, str(TEXTS.parents[3]))  # the repository: its test harness starts serve
-    from tests.serve_harness import ServeProc
+    from tests.support.serve_harness import ServeProc
 
     db = tmp / f"serve-{n}-{len(texts[0].split())}.duckdb"
     events = []

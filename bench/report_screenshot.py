@@ -19,7 +19,7 @@ sys.path.insert(0, str(ROOT))
 from typer.testing import CliRunner  # noqa: E402
 
 from hivestream.cli.app import app  # noqa: E402
-from tests.headless import Browser, wait_for_charts  # noqa: E402
+from tests.support.headless import Browser, wait_for_charts  # noqa: E402
 
 
 def main() -> None:

@@ -13,8 +13,8 @@ from typing import NamedTuple
 
 import pytest
 
-from tests.kafka_broker import kafka_broker
-from tests.session_sets import CORPUS_ONLY, NO_CORPUS, SessionSet, corpus_set, generated_set
+from tests.support.kafka_broker import kafka_broker
+from tests.support.session_sets import CORPUS_ONLY, NO_CORPUS, SessionSet, corpus_set, generated_set
 
 pytest_plugins = ["pytester"]  # tests/test_ci_skips.py runs the CI rule on a probe file
 
@@ -32,12 +32,12 @@ ALLOWED_SKIPS: tuple[AllowedSkip, ...] = (
                 "in place beside the repository, never copied into it"),
     AllowedSkip("", CORPUS_ONLY, "a check only the real corpus can feed (its own published figures, Codex's hook schemas), "
                 "read in place beside the repository"),
-    AllowedSkip("tests/test_ingest_reuse_port.py::", "SO_REUSEPORT is Linux/BSD only", "the platform has no SO_REUSEPORT"),
-    AllowedSkip("tests/test_run_jobs.py::", "needs Linux /proc", "the platform has no /proc to read a process's memory from"),
-    AllowedSkip("tests/test_ingest_faults.py::", "these tests stop and start a broker of their own",
+    AllowedSkip("tests/hivestream/test_ingest_reuse_port.py::", "SO_REUSEPORT is Linux/BSD only", "the platform has no SO_REUSEPORT"),
+    AllowedSkip("tests/hivestream/test_run_jobs.py::", "needs Linux /proc", "the platform has no /proc to read a process's memory from"),
+    AllowedSkip("tests/hivestream/test_ingest_faults.py::", "these tests stop and start a broker of their own",
                 "KAFKA_BOOTSTRAP_SERVERS names an external broker, which these tests must not stop"),
-    AllowedSkip("tests/test_serve_read_cost.py::", "a thread's own CPU priority is Linux's", "the platform is not Linux"),
-    AllowedSkip("tests/test_snapshot_disk_full.py::", "a small file system is needed",
+    AllowedSkip("tests/hivestream/test_serve_read_cost.py::", "a thread's own CPU priority is Linux's", "the platform is not Linux"),
+    AllowedSkip("tests/hivestream/test_snapshot_disk_full.py::", "a small file system is needed",
                 "mounting a small tmpfs needs root or CAP_SYS_ADMIN, which a CI runner need not grant"),
 )
 """The skips CI accepts. Anything else skipped under CI (a missing tool such as node or npm, a failed
@@ -94,7 +94,7 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, exitstatu
 def kafka_bootstrap() -> Iterator[str]:
     """Bootstrap servers (``host:port``) of a real Kafka broker for the whole session.
 
-    See :func:`tests.kafka_broker.kafka_broker`: ``KAFKA_BOOTSTRAP_SERVERS``, else Docker via
+    See :func:`tests.support.kafka_broker.kafka_broker`: ``KAFKA_BOOTSTRAP_SERVERS``, else Docker via
     testcontainers, else ``deploy/kafka/kafka.sh``; stopped at session end.
     """
     with kafka_broker() as bootstrap:
@@ -103,14 +103,14 @@ def kafka_bootstrap() -> Iterator[str]:
 
 @pytest.fixture(scope="session")
 def generated_sessions(tmp_path_factory: pytest.TempPathFactory) -> SessionSet:
-    """The generated agent-session files (:func:`tests.session_sets.generated_set`), written once per session."""
+    """The generated agent-session files (:func:`tests.support.session_sets.generated_set`), written once per session."""
     return generated_set(tmp_path_factory.mktemp("sessions"))
 
 
 @pytest.fixture(scope="session", params=["generated", "corpus"])
 def sessions(request: pytest.FixtureRequest) -> SessionSet:
-    """Agent-session files in the corpus layout (:mod:`tests.session_sets`): the generated set, then
-    the real corpus (skipped, with :data:`tests.session_sets.NO_CORPUS`, where it is absent)."""
+    """Agent-session files in the corpus layout (:mod:`tests.support.session_sets`): the generated set, then
+    the real corpus (skipped, with :data:`tests.support.session_sets.NO_CORPUS`, where it is absent)."""
     if request.param == "corpus":
         found = corpus_set()
         if found is None:
@@ -123,13 +123,13 @@ def sessions(request: pytest.FixtureRequest) -> SessionSet:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Refuse a test that asks for a broker without the markers that put it in one broker session.
 
-    ``make test`` (``tests/run_suite.sh``) runs ``-m cluster``, ``-m "kafka and not cluster"`` and
+    ``make test`` (``tests/support/run_suite.sh``) runs ``-m cluster``, ``-m "kafka and not cluster"`` and
     ``-m "not kafka"`` side by side: a test using the ``kafka_bootstrap`` fixture without ``kafka``
     would start a second broker in the CPU-bound session; one using the three-broker ``cluster``
     fixture needs ``cluster`` and ``kafka`` both (``cluster`` alone is also selected by
     ``not kafka``: two clusters at once). Fixtures are told from parameters of the same name by
     the function that defines them. A test that starts a broker without these fixtures (its own
-    fixture calling :func:`tests.kafka_broker.kafka_broker`) is not seen here.
+    fixture calling :func:`tests.support.kafka_broker.kafka_broker`) is not seen here.
 
     Raises:
         pytest.UsageError: naming every such test.

@@ -6,11 +6,11 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import allowed_skip, under_ci
-from tests.session_sets import NO_CORPUS, corpus_only
+from tests.support.session_sets import NO_CORPUS, corpus_only
 
 PROBE = """
 import pytest
-from tests.session_sets import NO_CORPUS
+from tests.support.session_sets import NO_CORPUS
 
 def test_runs():
     pass
@@ -53,9 +53,9 @@ def test_under_ci_a_skip_fails_unless_it_is_allowed(pytester: pytest.Pytester, m
 
 
 def test_the_allow_list_matches_node_and_reason_prefixes() -> None:
-    assert allowed_skip("tests/test_importers.py::test_x[corpus]", NO_CORPUS) is not None
-    assert allowed_skip("tests/test_memory_tools.py::test_y", corpus_only("Codex's hook input schemas")) is not None
-    assert allowed_skip("tests/test_ingest_reuse_port.py::test_z", "SO_REUSEPORT is Linux/BSD only") is not None
-    assert allowed_skip("tests/test_serve.py::test_z", "SO_REUSEPORT is Linux/BSD only") is None  # only where it was allowed
-    assert allowed_skip("tests/test_openclaw_handler.py::test_w", "node not installed") is None
-    assert allowed_skip("tests/test_ingest_clients.py::test_v", "Claude Code CLI not available: npm is not on PATH") is None
+    assert allowed_skip("tests/streams/test_importers.py::test_x[corpus]", NO_CORPUS) is not None
+    assert allowed_skip("tests/streams/test_memory_tools.py::test_y", corpus_only("Codex's hook input schemas")) is not None
+    assert allowed_skip("tests/hivestream/test_ingest_reuse_port.py::test_z", "SO_REUSEPORT is Linux/BSD only") is not None
+    assert allowed_skip("tests/hivestream/test_serve.py::test_z", "SO_REUSEPORT is Linux/BSD only") is None  # only where it was allowed
+    assert allowed_skip("tests/hivestream/test_openclaw_handler.py::test_w", "node not installed") is None
+    assert allowed_skip("tests/hivestream/test_ingest_clients.py::test_v", "Claude Code CLI not available: npm is not on PATH") is None

@@ -30,7 +30,7 @@
 #                                kept in <state>/client.properties (mode 600), never printed
 #   HIVESTREAM_CLUSTER_HEAP      JVM heap options per node (default: -Xms128m -Xmx384m)
 #   HIVESTREAM_KAFKA_JVM_OPTS    more JVM options for every node, split at spaces as Kafka's KAFKA_OPTS (default: none; the test suite
-#                                uses -XX:TieredStopAtLevel=1, see tests/kafka_broker.py)
+#                                uses -XX:TieredStopAtLevel=1, see tests/support/kafka_broker.py)
 #   HIVESTREAM_KAFKA_JARS        where the broker jars are (default: <this dir>/.cache/kafka-<version>)
 #   HIVESTREAM_CLUSTER_WAIT_TIMEOUT  seconds `start`/`wait`/`start-node` wait (default: 120)
 #   HIVESTREAM_CLUSTER_STOP_TIMEOUT  seconds a stop waits before SIGKILL (default: 30)

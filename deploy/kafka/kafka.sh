@@ -10,7 +10,7 @@
 #   HIVESTREAM_KAFKA_JARS   where the broker jars go  (default: <this dir>/.cache/kafka-<version>)
 #   HIVESTREAM_KAFKA_HEAP   JVM heap options  (default: -Xms128m -Xmx512m)
 #   HIVESTREAM_KAFKA_JVM_OPTS  more JVM options for the broker, split at spaces as Kafka's KAFKA_OPTS (default: none; the test suite
-#                           uses -XX:TieredStopAtLevel=1, see tests/kafka_broker.py)
+#                           uses -XX:TieredStopAtLevel=1, see tests/support/kafka_broker.py)
 #   HIVESTREAM_KAFKA_WAIT_TIMEOUT   seconds `wait` polls before failing  (default: 90)
 #   HIVESTREAM_KAFKA_STOP_TIMEOUT   seconds `stop` waits before SIGKILL  (default: 30)
 set -euo pipefail

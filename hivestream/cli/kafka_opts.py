@@ -1,6 +1,6 @@
 """Command-line options shared by the Kafka commands (``hivestream``, ``hivestream kb`` and ``hivestream stubs``).
 
-Every Kafka command takes ``--bootstrap`` and ``--kafka-config`` (tests/test_kafka_connection.py
+Every Kafka command takes ``--bootstrap`` and ``--kafka-config`` (tests/streams/test_kafka_connection.py
 checks it) and builds its connection with :func:`kafka_connection`: options > environment >
 properties file (:func:`streams.kafka.connection.resolve_connection`), then a bounded preflight
 (:func:`streams.kafka.preflight.check_connection`) so a command that cannot connect says why in one

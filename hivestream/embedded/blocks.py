@@ -12,7 +12,7 @@ capture, and the runner's process neither makes a :class:`~streams.frames.captur
 
 Order and contents are those of the outcomes: the same sequence of dedup decisions as
 :meth:`streams.frames.dedup.DedupFold.process` over the same captures, the same rows
-(``tests/test_run_blocks.py`` compares with the capture-by-capture fold).
+(``tests/hivestream/test_run_blocks.py`` compares with the capture-by-capture fold).
 """
 
 from __future__ import annotations

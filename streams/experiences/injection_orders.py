@@ -12,7 +12,7 @@
 
 Matched against :func:`streams.experiences.injection_text.normalise`'s form (the bare header
 against :func:`~streams.experiences.injection_text.line_form`'s). Source: the examples and negatives of
-``tests/kb_hardening.py``; the rule table is in :mod:`streams.experiences.injection`.
+``tests/support/kb_hardening.py``; the rule table is in :mod:`streams.experiences.injection`.
 """
 
 from __future__ import annotations

@@ -48,7 +48,7 @@ processed (kept in the frame; ``DedupFold._again``). Why every prefix then gives
 A changelog without a marker (written before this order) falls back to the rebuild from the
 entries: right when the last flush was complete, as before.
 
-**Not covered** (a strict xfail in ``tests/test_dedup_changelog_attack.py``): a record whose event
+**Not covered** (a strict xfail in ``tests/streams/test_dedup_changelog_attack.py``): a record whose event
 id a frame absorbed at an *earlier offset* (a producer retry, an input imported twice). Once that
 frame is evicted the record is decided as new, and whether a sweep ran before it depends on the
 captures counted since the core was built and on the committed offset then, which a restore

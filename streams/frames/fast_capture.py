@@ -25,7 +25,7 @@ differently, any field of another type than the usual one or that the general pa
 session found anywhere but ``context.channelId``, prefix tokens that need rewriting, a tool event
 (a possible memory tool call), an event without turn text, an empty body, a body over
 :data:`streams.model.plain_lines.PLAIN_BODY_MAX` or the configured limit.
-``tests/test_fast_capture.py`` compares both paths outcome for outcome, on odd payloads of every
+``tests/streams/test_fast_capture.py`` compares both paths outcome for outcome, on odd payloads of every
 shape covered and on the generated backlog.
 """
 

@@ -4,7 +4,7 @@ The builders turn a connection into each library's settings (:func:`aiokafka_kwa
 :func:`kafka_python_kwargs`, :func:`faust_broker` and :func:`faust_credentials`, with one TLS
 context for all), and the constructors here are the only calls of ``KafkaProducer``,
 ``KafkaConsumer``, ``KafkaAdminClient``, ``AIOKafkaProducer``, ``AIOKafkaConsumer`` and ``faust.App``
-in hivestream (tests/test_kafka_connection.py checks the source tree), so no command can be left
+in hivestream (tests/streams/test_kafka_connection.py checks the source tree), so no command can be left
 behind. Passwords are handed to the libraries as a string whose repr is ``'***'`` (kafka-python
 logs its whole configuration at debug level).
 

@@ -96,7 +96,7 @@ def make_faust_app(app_id: str, settings: Settings, *, connection: ConnectionLik
 CHANGELOG_CONFIG = {"cleanup.policy": "compact", "segment.ms": "3600000", "max.message.bytes": "16777216"}
 """The configs of the changelog topics the workers create: compacted, and records up to 16 MiB, because
 one key's state can outgrow Kafka's default 1 MiB (a frame keeps every event id it absorbed: a body
-captured ~20,000 times inside one window passes it; ``tests/test_hot_body.py``)."""
+captured ~20,000 times inside one window passes it; ``tests/streams/test_hot_body.py``)."""
 
 
 def changelog_specs(*tables: Any) -> list[TopicSpec]:

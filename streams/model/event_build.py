@@ -10,7 +10,7 @@ validation copies it). The event then gets what validation would give it: every 
 declaration order with its default, the same prefix-token rewrite
 (:func:`streams.model.events.safe_tokens`), the same set of explicitly passed fields. Anything else
 goes through ``HookEvent(...)`` as before, which validates, converts or raises
-``pydantic.ValidationError``. ``tests/test_fast_import.py`` compares both constructions field
+``pydantic.ValidationError``. ``tests/streams/test_fast_import.py`` compares both constructions field
 by field.
 """
 

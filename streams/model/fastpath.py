@@ -6,7 +6,7 @@ decoder, pydantic validation of every :class:`~streams.model.events.HookEvent`, 
 the general ``stripHmPrefix`` hash) and the fast path (orjson, events built from fields the
 adapter already checked, the body hashed without building its prefix). The fast path falls back
 to the model path for every input it does not cover, so both produce the same event ids, record
-keys, record values and dead letters; ``tests/test_fast_import.py`` compares them on the corpus
+keys, record values and dead letters; ``tests/streams/test_fast_import.py`` compares them on the corpus
 and on the generated backlog. Setting ``HIVESTREAM_FAST_IMPORT=0`` runs the model path only
 (a safety switch; tests flip :data:`ENABLED` in-process).
 """

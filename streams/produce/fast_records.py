@@ -11,7 +11,7 @@ field functions and the fields :func:`streams.model.event_build.checked_fields` 
 event, a KnowHub line, a line orjson would read differently, a rejected or KnowHub-relevant
 event, an event without turn text, an empty or large body, a value over the record limit) gives
 ``None``, and the caller takes the general path, which also writes every dead letter.
-``tests/test_fast_import.py`` compares both paths record for record.
+``tests/streams/test_fast_import.py`` compares both paths record for record.
 """
 
 from __future__ import annotations

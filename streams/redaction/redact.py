@@ -22,7 +22,7 @@ change a neighbour's context, e.g. ``alice@example.com/home/bob``).
 The rules are in :mod:`streams.redaction.rules`. A pass skips the rules that cannot match
 the text (most strings are short and match none): three family gates and each rule's own
 literals / trigger decide that, cheaper than the rules' scans; the result is the same as running
-every rule (``_redact_reference``, checked by ``tests/test_redact_fast.py``).
+every rule (``_redact_reference``, checked by ``tests/streams/test_redact_fast.py``).
 
 Deliberately not detected (precision over recall, or out of scope): personal names, postal
 addresses, IP addresses, IBANs / social-security numbers, card numbers outside the 2–6 IIN
@@ -160,7 +160,7 @@ def _pass(text: str, mask: int, counts: Counter[str]) -> tuple[str, bool]:
 def _redact_strict(text: str) -> tuple[str, dict[str, int]]:
     """Strict redaction by :func:`_pass` until a pass replaces nothing: the redacted text and the
     counts per kind (only kinds > 0); the same result as :func:`_redact_reference` for every input
-    (``tests/test_redact_fast.py``)."""
+    (``tests/streams/test_redact_fast.py``)."""
     mask = families(text)
     if not mask:
         return text, {}

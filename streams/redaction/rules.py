@@ -149,7 +149,7 @@ class Rule:
     each group of ``needs``, at least one of its literals (case-sensitive substrings), and a
     match of ``trigger`` (a sub-pattern of the rule with the same flags, e.g. its literal prefix
     without the look-behinds). Both default to "no condition". A text failing either is one the
-    pattern cannot match; ``tests/test_redact_fast.py`` checks this against the rules themselves.
+    pattern cannot match; ``tests/streams/test_redact_fast.py`` checks this against the rules themselves.
     ``family``: the :class:`Family` whose test every text the rule can match passes.
     """
 

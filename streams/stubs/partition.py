@@ -102,7 +102,7 @@ def changelog_order(key: str) -> tuple[int, int]:
     The kind is read from the key's text (no JSON parse): every state key starts
     ``[<partition>, "<kind>", `` (:func:`_stub_key`, :func:`_msg_key`, :func:`_at_key`), and a
     state-event outcome's key ends ``<offset>]``; for those keys this is what ``json.loads(key)[1]``
-    (and ``[2]`` for the offset) gives (``tests/test_stub_changelog_order.py``). Raises nothing (a
+    (and ``[2]`` for the offset) gives (``tests/streams/test_stub_changelog_order.py``). Raises nothing (a
     key that does not start so sorts last)."""
     m = _KEY_HEAD.match(key)
     if m is None:

@@ -54,7 +54,7 @@ def openclaw_fields(payload: dict[str, Any], event_time_ms: int, *, raw: dict[st
     """The event fields :func:`adapt_openclaw` builds its event from (not validated yet).
 
     ``run``'s line fast path restates these rules for the capture's fields
-    (:mod:`streams.frames.fast_capture`): change both (``tests/test_fast_capture.py`` compares them).
+    (:mod:`streams.frames.fast_capture`): change both (``tests/streams/test_fast_capture.py`` compares them).
 
     Raises:
         RejectedInput: as :func:`adapt_openclaw`.

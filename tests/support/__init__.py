@@ -1,0 +1,1 @@
+"""Harnesses, fixtures and fakes the tests share."""
