@@ -4,7 +4,7 @@ Prints captures/s (median of several runs) and peak traced memory (tracemalloc) 
 
 * ``to_capture + DedupFold.process`` (hash once per capture, a dict lookup per key);
 * the seed's hive-mind ``findDuplicate``: SHA-256 of the stripped, trimmed content of each of
-  the last 500 frames for every insert (``seeds/hive-mind-oq6-dedup-design.md`` §4).
+  the last 500 frames for every insert (hive-mind's OQ-6 dedup design (docs/design.md#sources) §4).
 
 Usage: ``python bench/bench_dedup_core.py [--runs 5] [--repeat 20]``. The captures of the corpus
 (with the gateway double capture) are repeated ``--repeat`` times with shifted event times and

@@ -1,5 +1,5 @@
 // Anchor for bench/bench_matcher.py: the memory-stub matcher as NanoClaw's runtime hook runs it, in
-// JavaScript on Node, written from the seed's description (shared/seeds/nanoclaw-memory-stubs.sv.md):
+// JavaScript on Node, written from the seed's description (shared/the NanoClaw memory-stubs design (docs/design.md#sources)):
 // for each incoming message, decode its embedding, compute the cosine similarity against every stub
 // of its channel and every global stub (dot product and both norms per stub, as db.js's
 // cosineSimilarity does on Float32Array embeddings), keep those at or above the threshold, and take

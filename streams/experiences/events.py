@@ -1,6 +1,6 @@
 """Versioned KnowHub events (pydantic v2, ``schema_version`` 1, discriminated by ``type``).
 
-Experiences (seed ``knowhub-openclaw-integration.zh.md``: the ``experiences`` table, ``kb_submit``,
+Experiences (the KnowHub integration design (docs/design.md#sources): the ``experiences`` table, ``kb_submit``,
 ``POST /api/extract``, ``/api/approve|reject``):
 
 * :class:`ExperienceSubmitted` (``experience-submitted``): an agent called ``kb_submit``, or

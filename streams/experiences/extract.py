@@ -1,6 +1,6 @@
 """Server-side experience extraction: ask an LLM what was worth learning from a finished agent run.
 
-Source: the KnowHub seed (``knowhub-openclaw-integration.zh.md``, section 服务端提取方案, "server-side
+Source: the KnowHub integration design (docs/design.md#sources), section 服务端提取方案, "server-side
 extraction"). When server extraction is enabled (it is off by default), the messages of an
 ``agent_end`` event are sent to an LLM with the seed's ``build_extraction_prompt``; the answer is a
 JSON list of ``{"task", "resource", "result", "confidence"}`` items, and only the items with

@@ -10,7 +10,7 @@ looks like an injection is *flagged*; the caller moves a flagged experience to `
 (no I/O, no clock) and every regex is compiled once at import.
 
 Source. memory-lancedb's ``looksLikePromptInjection`` (``extensions/memory-lancedb/index.ts``,
-quoted in the seed ``knowhub-openclaw-integration.zh.md``, "参考：memory-lancedb 插件" →
+quoted in the KnowHub integration design (docs/design.md#sources), "参考：memory-lancedb 插件" →
 "Prompt Injection 检测") collapses whitespace and tests four case-insensitive patterns. Each
 maps onto a rule here:
 
@@ -487,7 +487,7 @@ def detect_injection(*texts: str) -> InjectionVerdict:
     context guard; the module docstring says what is deliberately not caught). Returns ``flagged``
     and the matching rule names (``"family.variant"``, in rule-table order). Pure; raises nothing.
     Extends memory-lancedb's ``looksLikePromptInjection`` (quoted in the seed
-    ``knowhub-openclaw-integration.zh.md``)."""
+    the KnowHub integration design (docs/design.md#sources))."""
     found = set().union(*(_RULE_HITS(text) for text in texts if text))
     hits: list[str] = []
     for i, rule in enumerate(_RULES):

@@ -18,7 +18,7 @@ Default rules, looked up in each project's public source:
 * hive-mind (marolinik/waggle-os, ``packages/hive-mind-mcp-server``: its registration test lists
   the 21 tools): ``save_memory`` / ``recall_memory`` on any server; the knowledge, identity,
   awareness, workspace, harvest, cleanup, ingest and wiki tools only on a ``*hive*mind*`` server.
-* KnowHub (seed ``knowhub-openclaw-integration.zh.md``): ``kb_search``, ``kb_content`` (reads),
+* KnowHub (the KnowHub integration design (docs/design.md#sources)): ``kb_search``, ``kb_content`` (reads),
   ``kb_submit`` (write).
 * mem0's OpenMemory MCP server (mem0ai/mem0 ``openmemory/api/app/mcp_server.py``): ``add_memories``,
   ``search_memory``, ``list_memories``, ``delete_memories``, ``delete_all_memories``; the mem0 MCP

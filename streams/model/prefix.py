@@ -2,7 +2,7 @@
 
 Source: docs/design.md#frame-prefix-and-dedup-key and hive-mind's ``buildPrefix`` (shim-core ``frame-encoder.ts``) and
 ``stripHmPrefix`` (``content.replace(/^\\[hm [^\\]]*\\]\\s*/, '')``) as quoted in
-``seeds/hive-mind-oq6-dedup-design.md`` §3–4.
+hive-mind's OQ-6 dedup design (docs/design.md#sources) §3–4.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ secrets (API keys, tokens, credentials, private key blocks) are replaced by type
 is reported, and redaction is idempotent: ``redact(redact(s).text)`` returns the same text with
 no replacements.
 
-Source: the seed's ``redactSensitiveInfo`` (knowhub-openclaw-integration.zh.md, 数据脱敏), which
+Source: the seed's ``redactSensitiveInfo`` (the KnowHub integration design (docs/design.md#sources), 数据脱敏), which
 replaced ``/Users/<name>``, e-mail addresses, ``ddd-ddd-dddd`` phone numbers and
 ``sk-[a-zA-Z0-9]{32,}`` keys with untyped markers; this module widens each rule and adds the
 providers' documented token formats (see :class:`PiiKind`).

@@ -4,7 +4,7 @@ they run, and for each rule a cheap necessary condition (:attr:`Rule.needs`, :at
 that any text the rule can match satisfies, so :func:`~streams.redaction.redact.redact` skips
 the rules that cannot match a string.
 
-Sources: the seed's ``redactSensitiveInfo`` (knowhub-openclaw-integration.zh.md, 数据脱敏) and the
+Sources: the seed's ``redactSensitiveInfo`` (the KnowHub integration design (docs/design.md#sources), 数据脱敏) and the
 providers' documented token formats (see :class:`PiiKind`); the checks of
 :mod:`streams.redaction.checks`.
 """
