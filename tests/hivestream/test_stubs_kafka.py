@@ -5,7 +5,8 @@ Before the stub topic exists a prompt gets nothing and nothing is recorded; once
 the archive's text in ``additionalContext``, a non-matching one and a subagent's with nothing, and the
 match route answers the OpenClaw plugin; the door's ``message-embedded`` and ``stub-matched`` events
 land on ``stub-events`` keyed by channel, and the tables ``stubs worker`` and ``stubs project`` make
-equal ``stubs run`` over the same events. Prompts are embedded by the local OpenAI-compatible fake."""
+equal ``stubs run`` over the same events; ``serve`` given the same stubs and hook prompts answers the same
+and records the same rows for them. Prompts are embedded by the local OpenAI-compatible fake."""
 
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ from streams.stubs.events import StubUpserted, encode_embedding
 from tests.support.embeddings_fake import EmbeddingsFake, bag_of_words
 from tests.support.ingest_harness import IngestProc, read_topic
 from tests.support.kafka_harness import REPO_ROOT, group_lag, stop, unique_namespace, wait_until
+from tests.support.serve_harness import ServeProc
 from tests.support.stub_kafka_scenario import stub_tables
 
 pytestmark = pytest.mark.kafka
@@ -33,6 +35,12 @@ pytestmark = pytest.mark.kafka
 ARCHIVED = "Board id 5f2a; weekday lists Mon..Fri."
 GLOBAL = "Staging deploys need the release checklist."
 T0 = 1_780_000_000_000
+HOOK_PROMPTS: list[tuple[int, str, dict[str, object]]] = [
+    (1, "trello board ids and weekday lists please", {}),
+    (2, "what is two plus two", {}),
+    (3, "trello board ids and weekday lists please", {"agent_id": "sub-1"}),
+    (4, "the staging deploy release checklist", {}),
+]
 
 
 def _cli(bootstrap: str, *args: str) -> str:
@@ -96,12 +104,10 @@ def test_ingest_matches_prompts_against_the_stubs_of_the_topic(kafka_bootstrap: 
             _cli(kafka_bootstrap, "stubs", "produce", str(stub_log), "--namespace", ns)
             wait_until(lambda: _health(ingest.url)["follower"]["live"] == 2, 60, "ingest to follow both stubs")
 
-            got = _prompt(ingest.url, "trello board ids and weekday lists please", 1)
-            assert got is not None and ARCHIVED in got and 'stub="shop#1"' in got and GLOBAL not in got
-            assert _prompt(ingest.url, "what is two plus two", 2) is None
-            assert _prompt(ingest.url, "trello board ids and weekday lists please", 3, agent_id="sub-1") is None  # a subagent: none
-            got = _prompt(ingest.url, "the staging deploy release checklist", 4)  # the global stub, broadcast to every partition, once
-            assert got is not None and got.count(GLOBAL) == 1 and ARCHIVED not in got
+            answers = {n: _prompt(ingest.url, text, n, **extra) for n, text, extra in HOOK_PROMPTS}
+            assert answers[1] is not None and ARCHIVED in answers[1] and 'stub="shop#1"' in answers[1] and GLOBAL not in answers[1]
+            assert answers[2] is None and answers[3] is None  # nothing alike; a subagent's prompt
+            assert answers[4] is not None and answers[4].count(GLOBAL) == 1 and ARCHIVED not in answers[4]  # the global stub, broadcast, once
             status, answer = _post(ingest.url, "/api/stubs/match", {"prompt": "trello board ids weekday lists", "channel": "shop", "message_id": "oc-1"})
             assert status == 200 and str(answer["prependContext"]).count(ARCHIVED) == 1
             status, answer = _post(ingest.url, "/api/stubs/match", {"prompt": "nothing alike here", "channel": "shop", "message_id": "oc-2"})
@@ -136,8 +142,28 @@ def test_ingest_matches_prompts_against_the_stubs_of_the_topic(kafka_bootstrap: 
             if worker is not None:
                 stop(worker)
             ingest.stop()
+
+        # serve, given the same stubs and the same hook prompts, answers the same and records the same
+        served = tmp_path / "serve.duckdb"
+        proc = ServeProc(served, "--no-report", "--stub-refresh-at", "off")
+        try:
+            review = json.loads(Path(f"{served}.serve").read_text())["ingest"]["review_token"]
+            req = urllib.request.Request(f"{proc.url}/v1/stub-events", data=stub_log.read_bytes(),
+                                         headers={"Content-Type": "application/x-ndjson", "Authorization": f"Bearer {review}"})
+            with urllib.request.urlopen(req, timeout=30) as r:
+                assert r.status == 200
+            proc.wait_applied()
+            assert {n: _prompt(proc.url, text, n, **extra) for n, text, extra in HOOK_PROMPTS} == answers
+            proc.wait_applied()
+        finally:
+            assert proc.stop() == 0
     _cli(kafka_bootstrap, "stubs", "project", "--db", str(tmp_path / "kafka.duckdb"), "--namespace", ns, "--until-caught-up")
     want, got_tables = stub_tables(tmp_path / "embedded.duckdb"), stub_tables(tmp_path / "kafka.duckdb")
     assert len(want["stub_matches"]) == 3 and len(want["stub_messages"]) == 5
     for table in want:
         assert got_tables[table] == want[table], table
+    hooks = {f"p{n}" for n, _t, _e in HOOK_PROMPTS}
+    by_serve = stub_tables(served)
+    for table in ("stub_messages", "stub_matches"):  # the hook prompts' rows (the match route's carry the time they arrived)
+        mine = [r for r in got_tables[table] if hooks & set(map(str, r))]
+        assert mine and [r for r in by_serve[table] if hooks & set(map(str, r))] == mine, table
