@@ -5,7 +5,8 @@ Before the stub topic exists a prompt gets nothing and nothing is recorded; once
 the archive's text in ``additionalContext``, a non-matching one and a subagent's with nothing, and the
 match route answers the OpenClaw plugin; the door's ``message-embedded`` and ``stub-matched`` events
 land on ``stub-events`` keyed by channel, and the tables ``stubs worker`` and ``stubs project`` make
-equal ``stubs run`` over the same events; ``serve`` given the same stubs and hook prompts answers the same
+equal ``stubs run`` over the same events; with no broker at all ingest answers at once, spools, and says why
+in one line; ``serve`` given the same stubs and hook prompts answers the same
 and records the same rows for them. Prompts are embedded by the local OpenAI-compatible fake."""
 
 from __future__ import annotations
@@ -29,8 +30,6 @@ from tests.support.ingest_harness import IngestProc, read_topic
 from tests.support.kafka_harness import REPO_ROOT, group_lag, stop, unique_namespace, wait_until
 from tests.support.serve_harness import ServeProc
 from tests.support.stub_kafka_scenario import stub_tables
-
-pytestmark = pytest.mark.kafka
 
 ARCHIVED = "Board id 5f2a; weekday lists Mon..Fri."
 GLOBAL = "Staging deploys need the release checklist."
@@ -75,6 +74,7 @@ def _health(url: str) -> dict[str, Any]:
         return stubs
 
 
+@pytest.mark.kafka
 def test_ingest_matches_prompts_against_the_stubs_of_the_topic(kafka_bootstrap: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     ns = unique_namespace("stublive")
     t = Topics(ns)
@@ -167,3 +167,27 @@ def test_ingest_matches_prompts_against_the_stubs_of_the_topic(kafka_bootstrap: 
     for table in ("stub_messages", "stub_matches"):  # the hook prompts' rows (the match route's carry the time they arrived)
         mine = [r for r in got_tables[table] if hooks & set(map(str, r))]
         assert mine and [r for r in by_serve[table] if hooks & set(map(str, r))] == mine, table
+
+
+def test_without_a_broker_ingest_answers_at_once_and_says_why_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import socket
+    import time
+
+    with socket.socket() as sock:  # a port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    with EmbeddingsFake(dim=64) as fake:
+        monkeypatch.setenv("HIVESTREAM_EMBED_URL", fake.base_url)
+        monkeypatch.setenv("HIVESTREAM_EMBED_MODEL", "fake-bow")
+        ingest = IngestProc(f"127.0.0.1:{port}", unique_namespace("nobroker"), tmp_path / "spool")
+        try:
+            wait_until(lambda: _health(ingest.url)["follower"]["state"] == "broker unreachable", 60, "the follower to give up a first time")
+            assert _prompt(ingest.url, "trello board ids and weekday lists please", 1) is None
+            time.sleep(6)  # past a retry
+            assert _health(ingest.url)["follower"]["state"] == "broker unreachable"
+        finally:
+            ingest.stop()
+    said = [line for line in ingest.lines if "memory stubs live: cannot read" in line]
+    assert len(said) == 1 and "trying again every 5 s" in said[0], ingest.lines
+    assert sum("Unable connect" in line for line in ingest.lines) <= 1  # aiokafka's retries of the follower are not logged
+    assert list((tmp_path / "spool").rglob("*")), "the prompt waits in the spool"
