@@ -34,6 +34,13 @@ def ingest(
                                                    "(default: --db)")] = None,
     max_staleness_s: Annotated[float, typer.Option("--max-staleness", help="oldest snapshot the agent API answers from (seconds; "
                                                    "older: 503 stale)")] = 60.0,
+    stubs_live: Annotated[bool, typer.Option("--stubs-live/--no-stubs-live", help="match prompts against the memory stubs of "
+                                             "<ns>.stub-events and answer the archives they need (docs/stubs-live.md)")] = True,
+    stub_budget_s: Annotated[float, typer.Option("--stub-budget", help="seconds a prompt waits for its stub context")] = 1.5,
+    stub_threshold: Annotated[float | None, typer.Option("--stub-threshold", help="minimum similarity, -1..1 (default 0.65; "
+                                                         "as the stub worker's --threshold)")] = None,
+    stub_top_n: Annotated[int | None, typer.Option("--stub-top-n", help="at most N archives per prompt (default 3)")] = None,
+    stub_tokens: Annotated[int | None, typer.Option("--stub-tokens", help="at most this many archive tokens per prompt (default 4000)")] = None,
     bootstrap: BootstrapOpt = None,
     kafka_config: KafkaConfigOpt = None,
     namespace: NamespaceOpt = None,
@@ -58,6 +65,7 @@ def ingest(
         numbers.seconds("--read-timeout", read_timeout_s, zero=False)
         numbers.seconds("--produce-timeout", produce_timeout_s, zero=False)
         numbers.seconds("--max-staleness", max_staleness_s, zero=False)
+        numbers.seconds("--stub-budget", stub_budget_s, zero=False)
     except numbers.BadOption as e:
         print(f"error: {e}", file=sys.stderr)
         raise typer.Exit(2) from None
@@ -99,11 +107,32 @@ def ingest(
         from hivestream.api.mounts import for_ingest
 
         mount = for_ingest(ExperienceSettings(), db, frames_db, max_staleness_s)
+    door = None
+    if stubs_live:
+        from pydantic import ValidationError
+
+        from hivestream.cli.stubs_kafka import policy_of
+        from hivestream.services.stub_follow import kafka_stub_door
+        from streams.kafka.topics import Topics
+
+        try:
+            policy = policy_of(stub_threshold, stub_top_n, stub_tokens)
+        except ValidationError as e:
+            why = "; ".join(f"{'.'.join(map(str, x['loc']))}: {x['msg']}" for x in e.errors())
+            print(f"error: --stub-threshold/--stub-top-n/--stub-tokens: {why}", file=sys.stderr)
+            raise typer.Exit(2) from None
+        door, note = kafka_stub_door(conn, Topics(s.topic_namespace).stub_events, stub_budget_s, policy)
+        print(f"hivestream ingest: {note}", file=sys.stderr, flush=True)
     try:
-        run(cfg, ready, mount)
+        if door is not None:
+            door.follower.start()
+        run(cfg, ready, mount, door)
     except (ConfigError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
         raise typer.Exit(2) from e
+    finally:
+        if door is not None:
+            door.close()
 
 
 def hook(

@@ -52,7 +52,12 @@ def _ensure(s: Settings, conn: KafkaConnection) -> int:
     return input_partitions(conn, t.stub_events, s.partitions)
 
 
-def _policy(threshold: float | None, top_n: int | None, budget: int | None) -> MatchPolicy:
+def policy_of(threshold: float | None, top_n: int | None, budget: int | None) -> MatchPolicy:
+    """The match settings of ``--threshold``, ``--top-n`` and ``--budget`` (tokens); ``None``: the default.
+
+    Raises:
+        ValueError: a value out of range (pydantic's validation error).
+    """
     given = {k: v for k, v in (("threshold", threshold), ("top_n", top_n), ("token_budget", budget)) if v is not None}
     return MatchPolicy(defaults=MatchSettings(**given))  # type: ignore[arg-type]
 
@@ -110,7 +115,7 @@ def worker(
 
     s = kafka_settings(namespace, partitions, replication_factor=replication_factor)
     conn = kafka_connection(bootstrap, kafka_config)
-    policy = _policy(threshold, top_n, budget)
+    policy = policy_of(threshold, top_n, budget)
     n = _ensure(s, conn)
     h = create_stub_app(s, policy, connection=conn, partitions=n, store=store, data_dir=str(data_dir))
     refuse_state_mismatch(conn, h.topics.stub_events, n, h.copartitioned())
@@ -142,7 +147,7 @@ def project(
 
     s = kafka_settings(namespace, partitions, replication_factor=replication_factor)
     conn = kafka_connection(bootstrap, kafka_config)
-    policy = _policy(threshold, top_n, budget)
+    policy = policy_of(threshold, top_n, budget)
     _ensure(s, conn)
     t = Topics(s.topic_namespace)
     should_stop = stop_on_signals()

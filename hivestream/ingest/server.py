@@ -542,15 +542,16 @@ def loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
     return new_loop
 
 
-def run(cfg: IngestConfig, on_ready: Callable[[int], None] | None = None, mount: Callable[[web.Application, IngestApp], None] | None = None) -> None:
-    """Blocking entry point of ``hivestream ingest``: serves until SIGTERM or SIGINT (on uvloop when installed); ``mount`` as :func:`serve`."""
+def run(cfg: IngestConfig, on_ready: Callable[[int], None] | None = None, mount: Callable[[web.Application, IngestApp], None] | None = None,
+        door: Door | None = None) -> None:
+    """Blocking entry point of ``hivestream ingest``: serves until SIGTERM or SIGINT (on uvloop when installed); ``mount`` and ``door`` as :func:`serve`."""
 
     async def main() -> None:
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
-        await serve(cfg, stop, on_ready, mount=mount)
+        await serve(cfg, stop, on_ready, mount=mount, door=door)
 
     with asyncio.Runner(loop_factory=loop_factory()) as runner:
         runner.run(main())

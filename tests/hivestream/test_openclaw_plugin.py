@@ -3,7 +3,8 @@ by a minimal OpenClaw host (``tests/support/openclaw_host.mjs``; OpenClaw's own 
 newer than this machine's Node 20): on a real ``hivestream serve``, three sessions with the seed's
 reminders (at each run's first LLM call and every third), exactly the reminders hivestream
 reconstructs from the plugin's log, the tools answering through the agent API, extraction off by
-default (and refused 409 by a server without an extractor); the installed plugin; extraction, when
+default (and refused 409 by a server without an extractor); the memory stubs' archived sections
+matching a prompt in ``prependContext`` (and nothing for another prompt, a subagent, or with the option off); the installed plugin; extraction, when
 on, sent redacted without the hook waiting, and the tools' errors when the API fails (both against
 :mod:`tests.support.knowhub_api_stub`, which holds and fails answers on purpose); the client redactor
 against hivestream's own.
@@ -25,6 +26,7 @@ import pytest
 
 from streams.redaction.redact import RedactionMode, redact
 from tests.support.agent_api_cases import Api
+from tests.support.embeddings_fake import EmbeddingsFake, bag_of_words
 from tests.support.knowhub_api_stub import KnowHubStub
 from tests.support.serve_harness import REPO_ROOT, ServeProc
 
@@ -343,3 +345,55 @@ def test_the_installed_plugin_loads_and_answers(tmp_path: Path, served: tuple[Se
         hooks = con.execute("SELECT trigger FROM kb_telemetry WHERE kind = 'reminder'").fetchall()
     assert searches == [("duckdb upsert", None), ("duckdb upsert", A[1])]
     assert hooks == [("before_agent_start",)]  # the plugin's log reached serve: its one start reminder
+
+
+ARCHIVED = "Board id 5f2a; weekday lists Mon..Fri."
+
+
+def test_a_prompt_matching_a_memory_stub_gets_its_archive_in_prepend_context(tmp_path: Path) -> None:
+    from streams.stubs.events import StubUpserted, encode_embedding
+
+    archive = tmp_path / "trello-api.md"
+    archive.write_text(f"## Trello API\n{ARCHIVED}\n", encoding="utf-8")
+    tokens = tmp_path / "tokens"
+    tokens.write_text(f"{GATEWAY} {AGENT_TOKEN} scopes=hooks,agent\nreviewer {REVIEW_TOKEN} scopes=review\n")
+    with EmbeddingsFake(dim=64) as fake:
+        s = ServeProc(tmp_path / "kb.duckdb", "--tokens-file", str(tokens), "--no-report", "--stub-refresh-at", "off",
+                      env={"HIVESTREAM_EMBED_URL": fake.base_url, "HIVESTREAM_EMBED_MODEL": "fake-bow"})
+        try:
+            stub = StubUpserted(event_id="u1", event_time_ms=1_780_000_000_000, stub_id=1, channel=A[0], title="Trello API",
+                                stub_text="trello board ids weekday lists", archive_path=str(archive), archive_tokens=12,
+                                embedding_b64=encode_embedding(bag_of_words("trello board ids weekday lists", 64)), model="fake-bow", dim=64,
+                                refresh_source="file-watch")
+            assert Api(s.url, REVIEW_TOKEN).c.post("/v1/stub-events", content=stub.model_dump_json()).status_code == 200
+            s.wait_applied()
+            asks = "trello board ids and weekday lists please"
+            steps = [{**llm(A, "a1"), "prompt": asks}, {**llm(A, "a2"), "prompt": "what is two plus two"},
+                     {**llm(("agent:main:subagent:x1", "agent-a"), "s1"), "prompt": asks},  # a subagent: none
+                     {**llm(B, "b1"), "prompt": asks, "channel": A[0]}]  # B's conversation, by default its own channel: none
+            report = run_host(tmp_path, {"apiUrl": s.url}, steps)
+            got = [i["prepend"] for i in report["injections"]]
+            assert ARCHIVED in got[0] and "hivestream-stubs" in got[0] and '<knowhub-reminder kind="start">' in got[0]
+            assert all("hivestream-stubs" not in g for g in got[1:]), got
+            # stubsChannel "channel": the messaging channel (ctx.channelId) names the stubs instead of the conversation
+            report = run_host(tmp_path, {"apiUrl": s.url, "stubsChannel": "channel"}, steps[3:])
+            assert ARCHIVED in report["injections"][0]["prepend"]
+            # stubsMatch off: not asked
+            report = run_host(tmp_path, {"apiUrl": s.url, "stubsMatch": False}, steps[:1])
+            assert "hivestream-stubs" not in report["injections"][0]["prepend"] and "fetch-start POST /api/stubs/match" not in report["order"]
+            assert not [m for lvl, m in report["logs"] if lvl in ("warn", "error")], report["logs"]
+            _status, health = s.health()
+            assert (health["stubs"]["prompts"], health["stubs"]["injected"]) == (5, 2)
+        finally:
+            s.stop()
+    # a server that matches no stubs (409) or is gone: nothing, never a throw
+    s = ServeProc(tmp_path / "off.duckdb", "--tokens-file", str(tokens), "--no-report", "--no-stubs-live")
+    try:
+        report = run_host(tmp_path, {"apiUrl": s.url}, [{**llm(A, "a1"), "prompt": "trello board ids"}, {**llm(A, "a1"), "prompt": "trello"}])
+    finally:
+        s.stop()
+    assert [i["prepend"].count("hivestream-stubs") for i in report["injections"]] == [0, 0]
+    assert [o for o in report["order"] if o == "fetch-start POST /api/stubs/match"] == ["fetch-start POST /api/stubs/match"]  # 409: not asked again
+    assert [m for lvl, m in report["logs"] if "memory stubs" in m] == [
+        ("hivestream-knowhub: memory stubs: no context (KnowHub answered 409 stubs_live_off: this server matches no memory stubs "
+         "(serve without --no-stubs-live, with an embedder))")]

@@ -159,3 +159,33 @@ def test_state_restored_ahead_of_the_offset_re_emits_state_events_instead_of_app
     assert again == first[1:]
     later = restarted.process(refresh(4, None, v, T0 + 4).model_dump_json().encode(), Position(TOPIC, 0, 4, 0), T0)
     assert isinstance(later[0], DeadLetter) and "unknown_stub" in later[0].detail  # a new record is still applied to the state
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_a_reader_of_every_partition_holds_the_stubs_of_the_log_in_any_interleaving(tmp_path: Path, seed: int) -> None:
+    """What ``hivestream ingest`` keeps from ``stub-events``: each partition in order, the partitions interleaved at random,
+    a global stub's broadcast copies counted once: the same stubs as the log applied in order."""
+    from streams.stubs.live import LiveStubs
+    from streams.stubs.routing import followed_state_event
+
+    lines = write_scenario(tmp_path / "log.jsonl", stub_scenario(seed=seed, n_messages=60)).read_bytes().splitlines()
+    want = LiveStubs(POLICY)
+    for raw in lines:
+        ev = followed_state_event(0, raw)
+        if ev is not None:
+            want.apply(ev)
+    parts: dict[int, list[bytes]] = {p: [] for p in range(4)}
+    for raw in lines:
+        for p in route_stub_line(raw, 4).partitions:
+            parts[p].append(raw)
+    got, rng = LiveStubs(POLICY), random.Random(seed)
+    while any(parts.values()):
+        p = rng.choice([p for p, recs in parts.items() if recs])
+        ev = followed_state_event(p, parts[p].pop(0))
+        if ev is not None:
+            got.apply(ev)
+    assert len(want) > 0 and any(r.channel is None for r, _b64 in want.stubs())
+    assert got.stubs() == want.stubs()
+    assert followed_state_event(1, stub(1, None, np.ones(4, np.float32), T0).model_dump_json().encode()) is None  # a broadcast copy
+    assert followed_state_event(0, msg("m", "alpha", np.ones(4, np.float32), T0).model_dump_json().encode()) is None
+    assert followed_state_event(0, b"{not json") is None

@@ -10,7 +10,7 @@
 //
 // Usage: node openclaw_host.mjs PLUGIN_DIR SCENARIO.json  → one JSON report on stdout.
 // Scenario: {"config": {...}, "steps": [
-//   {"op": "llm", "session", "agent", "run", "trigger"?} | {"op": "tool", "session", "agent", "run", "name", "params", "id"} |
+//   {"op": "llm", "session", "agent", "run", "trigger"?, "prompt"?, "channel"? (ctx.channelId)} | {"op": "tool", "session", "agent", "run", "name", "params", "id"} |
 //     (a param "$id:CALL" is the id an earlier tool call CALL answered in its details: an id the server chose) |
 //   {"op": "after_tool", "session", "agent", "run", "name", "id"} (another plugin's tool: after_tool_call only) |
 //   {"op": "end", "session", "agent", "run", "messages", "success"} | {"op": "stop"}]}
@@ -107,7 +107,7 @@ for (const n of registered) {
 }
 
 const agentCtx = (s) => ({ agentId: s.agent, sessionKey: s.session, sessionId: `sid-${s.session}`, runId: s.run, trigger: s.trigger || "user",
-                           workspaceDir: "/work/agent" });
+                           workspaceDir: "/work/agent", ...(s.channel ? { channelId: s.channel } : {}) });
 const calls = {}; // session -> llm calls in the current run
 const injections = [];
 const toolResults = [];
@@ -122,7 +122,7 @@ for (const step of scenario.steps) {
     let system = [];
     for (const fn of handlers.before_prompt_build || []) {
       try {
-        const r = await fn({ prompt: `step ${n} of ${step.run}`, messages: [] }, ctx);
+        const r = await fn({ prompt: step.prompt ?? `step ${n} of ${step.run}`, messages: [] }, ctx);
         if (r && r.prependContext) prepend.push(r.prependContext);
         if (r && r.appendSystemContext) system.push(r.appendSystemContext);
       } catch (e) {

@@ -7,10 +7,10 @@
 // OpenClaw loads the default export (an object with register(api)); register wires:
 //   api.registerTool: kb_search, kb_submit, kb_content (listed in openclaw.plugin.json contracts.tools)
 //   api.on("before_prompt_build"): static guidance as appendSystemContext; the start and periodic
-//     reminders as prependContext
+//     reminders, and the memory stubs' archived sections matching the prompt (stubsMatch), as prependContext
 //   api.on("after_tool_call"), api.on("agent_end"): the plugin log, the counter reset, extraction
 //   api.registerService: on gateway stop, deliver what the plugin log still holds (bounded)
-// No hook awaits the network and none throws into the agent.
+// Only before_prompt_build awaits the network (the stubs match, within its budget); no hook throws into the agent.
 
 import { PLUGIN_ID, resolveConfig } from "./lib/config.js";
 import { GUIDANCE, PERIODIC_REMINDER, START_REMINDER, formatExperience, formatIndex } from "./lib/format.js";
@@ -21,6 +21,8 @@ import { extractMessages } from "./lib/transcript.js";
 export const TOOL_NAMES = ["kb_search", "kb_submit", "kb_content"];
 const LIMITS = { task: 2000, resource: 4000, result: 8000 };
 const STOP_FLUSH_MS = 3000;
+const STUBS_MATCH_MS = 2000; // a prompt waits at most this long for its memory-stub context (serve answers within 1.5 s)
+const STUBS_OFF_MS = 60000; // after a 409 (the server matches no stubs), ask again after this long
 
 const str = (v) => (typeof v === "string" ? v : v === undefined || v === null ? "" : String(v));
 const keyOf = (ctx) => (ctx && typeof ctx.sessionKey === "string" && ctx.sessionKey) || "default";
@@ -203,7 +205,38 @@ function register(api) {
   // A heartbeat turn is OpenClaw polling itself, not a task: no reminder, no count, no log, no extraction.
   const heartbeat = (ctx) => Boolean(ctx && ctx.trigger === "heartbeat");
 
-  api.on("before_prompt_build", (_event, ctx) => {
+  // Memory stubs (docs/stubs-live.md): the archived sections whose stubs match the prompt, from
+  // POST /api/stubs/match, within STUBS_MATCH_MS (at most timeoutMs); the channel is the conversation
+  // (sessionKey) or, with stubsChannel "channel", ctx.channelId (else the sessionKey); a subagent's
+  // session (":subagent:" in its key) gets none. Any failure (409 when the server matches no stubs, 404
+  // from a server without the route, a timeout, an error) is no context: logged once per cause (info for
+  // 409/404, which also pause the asking for STUBS_OFF_MS; warn otherwise), never thrown.
+  let stubsOffUntil = 0;
+  let stubsSaid = "";
+  const stubsContext = async (event, ctx) => {
+    const prompt = str(event && event.prompt);
+    if (!cfg.stubsMatch || !prompt.trim() || Date.now() < stubsOffUntil) return "";
+    const session = keyOf(ctx);
+    const channelId = str(ctx && (ctx.channelId || ctx.messageProvider));
+    const body = { prompt: prompt.slice(0, 100000), channel: (cfg.stubsChannel === "channel" && channelId ? channelId : session).slice(0, 200),
+                   subagent: session.includes(":subagent:") };
+    const runId = str(ctx && ctx.runId);
+    if (runId) body.message_id = runId.slice(0, 200); // one user message per run: a repeated prompt build is the same message
+    const r = await callApi({ ...api_, timeoutMs: Math.min(cfg.timeoutMs, STUBS_MATCH_MS) }, "POST", "/api/stubs/match", body);
+    if (r.ok) {
+      stubsSaid = "";
+      return typeof r.data.prependContext === "string" ? r.data.prependContext : "";
+    }
+    const off = r.status === 409 || r.status === 404; // the server matches no stubs (or predates the route): not an error
+    if (off) stubsOffUntil = Date.now() + STUBS_OFF_MS;
+    if (r.error !== stubsSaid) {
+      stubsSaid = r.error;
+      (off ? info : warn)(`memory stubs: no context (${r.error})`);
+    }
+    return "";
+  };
+
+  api.on("before_prompt_build", async (event, ctx) => {
     try {
       if (heartbeat(ctx)) return undefined;
       const key = keyOf(ctx);
@@ -218,6 +251,13 @@ function register(api) {
         record("before_prompt_build", ctx, { llmCall: call });
         if (periodic) prepend.push(PERIODIC_REMINDER);
       }
+      let stubs = "";
+      try {
+        stubs = await stubsContext(event, ctx);
+      } catch (err) {
+        warn(`memory stubs: no context (${str(err && err.message).slice(0, 200)})`);
+      }
+      if (stubs) prepend.push(stubs);
       if (prepend.length) out.prependContext = prepend.join("\n");
       if (cfg.reminderMode !== "off") out.appendSystemContext = GUIDANCE;
       return Object.keys(out).length ? out : undefined;

@@ -20,9 +20,11 @@ export const DEFAULTS = Object.freeze({
   requireApproval: true,
   timeoutMs: 8000,
   searchLimit: 5,
+  stubsMatch: true,
+  stubsChannel: "session",
 });
 
-const CHOICES = { reminderMode: ["both", "start", "periodic", "off"], privacyMode: ["strict", "relaxed"] };
+const CHOICES = { reminderMode: ["both", "start", "periodic", "off"], privacyMode: ["strict", "relaxed"], stubsChannel: ["session", "channel"] };
 const RANGES = { timeoutMs: [500, 60000], searchLimit: [1, 20] };
 const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
 
