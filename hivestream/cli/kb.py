@@ -396,8 +396,9 @@ def query_cmd(
     name: Annotated[str | None, typer.Argument(help="query name; omit to list them")] = None,
     db: DbOpt = Path("hivestream.duckdb"),
     as_json: Annotated[bool, typer.Option("--json", help="print JSON rows instead of a table")] = False,
+    list_: Annotated[bool, typer.Option("--list", help="list the named queries (as without a name)")] = False,
 ) -> None:
     """Run a named KnowHub analytics query (submissions-per-agent, approval-rate, ...)."""
-    problem = print_named_query("KnowHub", "kb", KB_QUERIES, name, db, as_json, out, err)
+    problem = print_named_query("KnowHub", "kb", KB_QUERIES, None if list_ else name, db, as_json, out, err)
     if problem:
         _fail(problem)

@@ -191,3 +191,14 @@ def test_import_streams_the_rows(tmp_path: Path, nanoclaw: tuple[Path, np.ndarra
     assert code == 0 and "imported: 3 stubs" in out, out
     assert out_path.read_text().count("\n") == 3
     assert written_before_last and written_before_last[0] >= 1  # (a buffered file may hold the last line or two)
+
+
+def test_query_list_lists_the_named_queries_of_stubs_and_kb() -> None:
+    from hivestream.cli.app import app as cli
+
+    for group, one in (("stubs", "hit-rate"), ("kb", "approval-rate")):
+        listed = runner.invoke(cli, [group, "query", "--list"])
+        bare = runner.invoke(cli, [group, "query"])
+        assert listed.exit_code == 0, listed.output
+        assert listed.output == bare.output
+        assert one in listed.output
