@@ -55,6 +55,7 @@ from hivestream.ingest.refusal import SinkFull
 from hivestream.ingest.repeats import RepeatedLines
 from hivestream.ingest.sink import DurableSink
 from hivestream.ingest.spool import Spool, default_spool_dir
+from hivestream.ingest.unreadable import quiet_parse_errors
 from streams.ingest.auth import LOCAL_SCOPES, Grant, Scope, TokenTable, bearer_digest, is_loopback
 from streams.ingest.content_encoding import BadEncoding, DecodedTooLarge, decode_body
 from streams.ingest.hook_output import RUNTIME_HOOK_HEADER, hook_output
@@ -512,6 +513,7 @@ async def serve(cfg: IngestConfig, stop: asyncio.Event, on_ready: Callable[[int]
         mount(application, handlers)
     runner = web.AppRunner(application, access_log=log if cfg.access_log else None)
     await runner.setup()
+    quiet_parse_errors(runner)
     site = web.TCPSite(runner, cfg.host, cfg.port, backlog=1024, reuse_port=cfg.reuse_port or None)
     await site.start()
     forwarder = asyncio.get_running_loop().create_task(sink.background())

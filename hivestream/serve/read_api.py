@@ -55,6 +55,7 @@ from typing import Any, TypeVar
 import duckdb
 from aiohttp import web
 
+from hivestream.ingest.unreadable import quiet_parse_errors
 from hivestream.serve.log_writer import HookLog
 from hivestream.serve.progress import Progress
 from hivestream.serve.publisher import lower_priority
@@ -360,6 +361,7 @@ async def start_reads(app: ReadApp) -> tuple[web.AppRunner, int]:
     """
     runner = web.AppRunner(app.build(), access_log=None, handler_cancellation=True)  # a client gone cancels its read
     await runner.setup()
+    quiet_parse_errors(runner)
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()
     server = getattr(site, "_server", None)
