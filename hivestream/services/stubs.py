@@ -27,6 +27,8 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
+import os
+import stat
 import threading
 import time
 from collections import Counter
@@ -130,15 +132,26 @@ def read_archive(path: str, max_bytes: int = MAX_ARCHIVE_BYTES) -> str | Skipped
     def skip(reason: str) -> Skipped:
         return Skipped("", path, reason)
 
-    try:
-        with open(path, "rb") as fh:
-            raw = fh.read(max_bytes + 1)
+    try:  # opened without blocking and checked to be a regular file: a FIFO or a device would hold the worker forever
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except FileNotFoundError:
         return skip("archive file missing")
     except IsADirectoryError:
         return skip("archive path is a directory")
     except OSError as e:
         return skip(f"archive file unreadable ({e.strerror or type(e).__name__})")
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            return skip("archive path is a directory")
+        if not stat.S_ISREG(mode):
+            return skip("archive path is not a regular file")
+        with os.fdopen(fd, "rb", closefd=False) as fh:
+            raw = fh.read(max_bytes + 1)
+    except OSError as e:
+        return skip(f"archive file unreadable ({e.strerror or type(e).__name__})")
+    finally:
+        os.close(fd)
     if len(raw) > max_bytes:
         return skip(f"archive file over {max_bytes:,} bytes")
     try:

@@ -254,3 +254,12 @@ def test_a_lazy_embedder_is_warmed_only_once_a_stub_exists(archives: dict[str, P
     assert emb.warmed == 0  # a serve whose file holds no stub never loads the model
     svc.stub_event(stub(1, "trello board", archives["trello"]))
     assert emb.warmed == 1 and len(svc.rows()) == 1
+
+
+def test_a_fifo_at_an_archive_path_is_skipped_at_once_and_never_holds_a_worker(tmp_path: Path) -> None:
+    import os
+
+    fifo = tmp_path / "notes.md"
+    os.mkfifo(fifo)  # nobody writes it: an open without O_NONBLOCK would wait forever
+    got = read_archive(str(fifo))
+    assert not isinstance(got, str) and got.reason == "archive path is not a regular file"
