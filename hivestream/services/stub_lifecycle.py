@@ -139,6 +139,11 @@ def archive_section(db: Path, memory_file: Path, heading: str, archive_dir: Path
         cut = cut_section(text, heading)
     except SectionError as e:
         raise LifecycleError(f"{memory_file}: {e}") from None
+    if refresh_spec is not None:  # checked before anything is written: a bad one changes nothing
+        try:
+            _source_type(refresh_spec)
+        except BadRefreshSource as e:
+            raise LifecycleError(f"--refresh-source: {e}; nothing was changed") from None
     try:
         vec = embedder.embed([stub_text])[0]
     except Exception as e:

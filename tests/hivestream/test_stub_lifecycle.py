@@ -89,9 +89,11 @@ def test_archive_failures_leave_memory_untouched(tmp_path: Path) -> None:
         archive_section(db, memory, "## Tone", tmp_path / "a", "tone", BowEmbedder(fail=True))
     with pytest.raises(LifecycleError, match="no heading '## Missing'"):
         archive_section(db, memory, "## Missing", tmp_path / "a", "x", BowEmbedder())
-    with pytest.raises(LifecycleError, match="--refresh-source"):
-        archive_section(db, memory, "## Tone", tmp_path / "b", "x", BowEmbedder(), refresh_spec='{"type": "cron"}')
+    for bad in ('{"type": "cron"}', '{bad json', '{"type": "script"}'):
+        with pytest.raises(LifecycleError, match="--refresh-source.*nothing was changed"):
+            archive_section(db, memory, "## Tone", tmp_path / "b", "x", BowEmbedder(), refresh_spec=bad)
     assert memory.read_text(encoding="utf-8") == MEMORY and not db.exists()
+    assert not (tmp_path / "b").exists()  # no archive appended to by a refused archive
 
 
 def _stub(db: Path, tmp_path: Path, title: str, spec: str | None, channel: str | None = None) -> int:
