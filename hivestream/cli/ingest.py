@@ -121,7 +121,11 @@ def ingest(
             why = "; ".join(f"{'.'.join(map(str, x['loc']))}: {x['msg']}" for x in e.errors())
             print(f"error: --stub-threshold/--stub-top-n/--stub-tokens: {why}", file=sys.stderr)
             raise typer.Exit(2) from None
-        door, note = kafka_stub_door(conn, Topics(s.topic_namespace).stub_events, stub_budget_s, policy)
+        try:
+            door, note = kafka_stub_door(conn, Topics(s.topic_namespace).stub_events, stub_budget_s, policy)
+        except ValueError as e:
+            print(f"error: {e}", file=sys.stderr)
+            raise typer.Exit(2) from None
         print(f"hivestream ingest: {note}", file=sys.stderr, flush=True)
     try:
         if door is not None:

@@ -12,7 +12,7 @@ import typer
 from streams.model.body_hash import KeyStrategy
 
 if TYPE_CHECKING:
-    from hivestream.services.stub_serve import StubsLive
+    from hivestream.services.stub_serve import ServeStubs, StubsLive
 
 DAY_MS = 86_400_000
 
@@ -20,6 +20,16 @@ DAY_MS = 86_400_000
 def _fail(msg: str) -> typer.Exit:
     print(f"error: {msg}", file=sys.stderr)
     return typer.Exit(2)
+
+
+def _serve_stubs(live: StubsLive) -> ServeStubs:
+    """Serve's live stubs, or exit 2 with one line on an unusable embedder setting."""
+    from hivestream.services.stub_serve import ServeStubs
+
+    try:
+        return ServeStubs(live)
+    except ValueError as e:
+        raise _fail(str(e)) from None
 
 
 def serve(
@@ -102,7 +112,6 @@ def _serve(db: Path, log_dir: Path, host: str, port: int, tokens_file: Path | No
     from hivestream.serve.follower import FollowerOptions
     from hivestream.serve.log_writer import LogBusy, Retention
     from hivestream.serve.publisher import PublishOptions
-    from hivestream.services.stub_serve import ServeStubs
     from projections.duck_file import first_line, held_by_another
     from projections.frames.projection import MetaMismatch
     from streams.experiences.extract import ChatClient
@@ -132,7 +141,7 @@ def _serve(db: Path, log_dir: Path, host: str, port: int, tokens_file: Path | No
                       follower=FollowerOptions(retention=retention),
                       publish=PublishOptions(snapshot_every_s=snapshot_every_s, report=report_path, report_every_s=report_every_s),
                       settings=settings, kb_settings=kbs, api=for_serve(kbs, db),
-                      stubs_live=None if live is None else ServeStubs(live))
+                      stubs_live=None if live is None else _serve_stubs(live))
     completer = None
     if kbs.extraction_enabled:
         try:

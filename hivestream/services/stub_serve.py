@@ -90,12 +90,20 @@ class LazyEmbedder:
 
 def start_service(cfg: StubsLive) -> tuple[StubService | None, str]:
     """The live matcher and the line serve says about it (``None`` and why when no embedder can be made). An endpoint's
-    client is made at once; the local model is loaded when the first stub arrives (:class:`LazyEmbedder`)."""
+    client is made at once; the local model is loaded when the first stub arrives (:class:`LazyEmbedder`).
+
+    Raises:
+        ValueError: ``HIVESTREAM_EMBED_URL`` is set but unusable (not http(s), no model): a setting
+            to correct, not a reason to run without live stubs.
+    """
     settings = cfg.embedder or EmbedderSettings()
     embedder: Embedder
     try:
         if settings.url:
-            embedder = make_embedder(settings)
+            try:
+                embedder = make_embedder(settings)
+            except EmbedderUnavailable as e:
+                raise ValueError(f"HIVESTREAM_EMBED_URL: {e}") from None
         else:
             from streams.stubs.embedder import INSTALL_COMMAND, available
 

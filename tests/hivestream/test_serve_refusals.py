@@ -121,6 +121,18 @@ def test_a_port_in_use_creates_nothing(tmp_path: Path) -> None:
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize("env", [{"HIVESTREAM_EMBED_URL": "ftp://x/v1", "HIVESTREAM_EMBED_MODEL": "m"},
+                                 {"HIVESTREAM_EMBED_URL": "notaurl", "HIVESTREAM_EMBED_MODEL": "m"},
+                                 {"HIVESTREAM_EMBED_URL": "http://127.0.0.1:9/v1"}], ids=["ftp", "not a url", "no model"])
+def test_an_unusable_embeddings_endpoint_stops_serve_in_one_line(tmp_path: Path, env: dict[str, str]) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    line = _one_line(hivestream("serve", "--db", str(tmp_path / "memory.duckdb"), "--port", str(port), env=env, timeout=120))
+    assert line.startswith("error: HIVESTREAM_EMBED_URL")
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_a_path_with_quotes_gets_its_snapshot_and_report_and_healthz_names_no_path(tmp_path: Path) -> None:
     d = tmp_path / "Bob's \"notes\""
     d.mkdir()

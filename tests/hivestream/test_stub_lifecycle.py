@@ -90,7 +90,7 @@ def test_archive_failures_leave_memory_untouched(tmp_path: Path) -> None:
     with pytest.raises(LifecycleError, match="no heading '## Missing'"):
         archive_section(db, memory, "## Missing", tmp_path / "a", "x", BowEmbedder())
     for bad in ('{"type": "cron"}', '{bad json', '{"type": "script"}'):
-        with pytest.raises(LifecycleError, match="--refresh-source.*nothing was changed"):
+        with pytest.raises(LifecycleError, match=r"--refresh-source.*nothing was changed"):
             archive_section(db, memory, "## Tone", tmp_path / "b", "x", BowEmbedder(), refresh_spec=bad)
     assert memory.read_text(encoding="utf-8") == MEMORY and not db.exists()
     assert not (tmp_path / "b").exists()  # no archive appended to by a refused archive
