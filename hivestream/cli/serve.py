@@ -15,6 +15,8 @@ if TYPE_CHECKING:
     from hivestream.services.stub_serve import ServeStubs, StubsLive
 
 DAY_MS = 86_400_000
+MAX_STUB_BUDGET_S = 30.0
+"""The longest a prompt may wait for its stub context (seconds): Claude Code's default UserPromptSubmit timeout."""
 
 
 def _fail(msg: str) -> typer.Exit:
@@ -75,6 +77,9 @@ def serve(
         numbers.seconds("--snapshot-every", snapshot_every_s, zero=True)
         numbers.seconds("--report-every", report_every_s, zero=True)
         numbers.seconds("--stub-budget", stub_budget_s, zero=False)
+        if stub_budget_s > MAX_STUB_BUDGET_S:  # past it the runtime has given up on the hook: its answer would be discarded
+            raise numbers.BadOption(f"--stub-budget {stub_budget_s:g}: at most {MAX_STUB_BUDGET_S:g} s (a UserPromptSubmit hook's own "
+                                    "timeout; the installed hooks wait 5 s)")
     except numbers.BadOption as e:
         raise _fail(str(e)) from None
     if stub_refresh_at != "off":
@@ -83,7 +88,7 @@ def serve(
         try:
             parse_at(stub_refresh_at)
         except ValueError as e:
-            raise _fail(f"--stub-refresh-at: {e}") from None
+            raise _fail(f"--stub-refresh-at: {e} (or 'off')") from None
     from hivestream.services.stub_serve import StubsLive
 
     live = StubsLive(budget_s=stub_budget_s, refresh_at=None if stub_refresh_at == "off" else stub_refresh_at) if stubs_live else None

@@ -173,6 +173,8 @@ def test_a_snapshot_of_a_file_named_with_quotes(tmp_path: Path) -> None:
     (["--max-body-bytes", "0"], "--max-body-bytes 0: expected at least 1024"),
     (["--max-body-bytes", "-1"], "--max-body-bytes -1: expected at least 1024"),
     (["--read-timeout", "-1"], "--read-timeout -1: expected a finite number of seconds above 0"),
+    (["--stub-budget", "1e9"], "--stub-budget 1e+09: at most 30 s"),
+    (["--stub-refresh-at", "OFF"], "(or 'off')"),
     (["--read-timeout", "0"], "--read-timeout 0: expected a finite number of seconds above 0"),
     (["--retain-bytes", "-5"], "--retain-bytes -5: expected at least 0"),
     (["--snapshot-every", "nan"], "--snapshot-every nan: expected a finite number"),
