@@ -19,17 +19,23 @@ serve), each prompt posted as Claude Code's own ``http`` hook posts it (``UserPr
 durable (fsync) before it is sent; the anchor is a serve whose file holds no stub (the hook as it was
 before: nothing embedded).
 
-Usage: ``python bench/bench_stub_hook.py [--prompts 200] [--warmup 10] [--runs 3] [--through-serve]`` (needs ``make install-minilm``).
+``--ingest-load N`` (with ``--through-serve``): N more clients post distinct ``Stop`` captures to the
+same serve as fast as it answers while the prompts are timed (the hook under ingest load; the anchor
+under the same load).
+
+Usage: ``python bench/bench_stub_hook.py [--prompts 200] [--warmup 10] [--runs 3] [--through-serve [--ingest-load 8]]`` (needs ``make install-minilm``).
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import platform
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -84,9 +90,32 @@ def timed(svc: StubService, texts: list[str], warmup: int) -> tuple[list[float],
     return out, hits
 
 
-def serve_cell(tmp: Path, n: int, stub_vecs: np.ndarray, archives: list[Path], texts: list[str], warmup: int, rng: np.random.Generator
-               ) -> tuple[list[float], int]:
-    """Milliseconds per hook post to a serve whose file holds ``n`` stubs, and how many answers carried context."""
+def load(port: int, clients: int, stop: threading.Event, posted: list[int]) -> list[threading.Thread]:
+    """``clients`` threads posting distinct Claude Code ``Stop`` captures to serve as fast as it answers, until ``stop``."""
+    import http.client
+
+    def one(c: int) -> None:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        i = 0
+        while not stop.is_set():
+            body = json.dumps({"hook_event_name": "Stop", "session_id": f"load-{c}", "cwd": "/home/u/load", "stop_hook_active": False,
+                               "last_assistant_message": f"load reply {c}-{i}: the window is read from settings.py"}).encode()
+            conn.request("POST", "/v1/hooks/claude-code", body, {"Content-Type": "application/json"})
+            conn.getresponse().read()
+            posted[c] += 1
+            i += 1
+        conn.close()
+
+    threads = [threading.Thread(target=one, args=(c,), daemon=True) for c in range(clients)]
+    for t in threads:
+        t.start()
+    return threads
+
+
+def serve_cell(tmp: Path, n: int, stub_vecs: np.ndarray, archives: list[Path], texts: list[str], warmup: int, rng: np.random.Generator,
+               ingest_clients: int = 0) -> tuple[list[float], int]:
+    """Milliseconds per hook post to a serve whose file holds ``n`` stubs, and how many answers carried context
+    (with ``ingest_clients`` other clients posting captures to the same serve meanwhile: :func:`load`)."""
     import http.client
 
     from hivestream.embedded.stubs import run_stub_logs
@@ -102,6 +131,19 @@ def serve_cell(tmp: Path, n: int, stub_vecs: np.ndarray, archives: list[Path], t
                                    archive_tokens=300, embedding_b64=encode_embedding(v / np.linalg.norm(v)), model=MODEL_NAME, dim=DIM))
     run_stub_logs([entries(events)], db, bind_settings=False)
     proc = ServeProc(db, "--no-report", "--snapshot-every", "0", "--stub-refresh-at", "off")
+    if n:  # the local model loads in the background once a stub exists: wait until answers carry context
+        warm = http.client.HTTPConnection("127.0.0.1", proc.port, timeout=30)
+        deadline = time.monotonic() + 120
+        for t in itertools.cycle(texts):
+            body = json.dumps({"hook_event_name": "UserPromptSubmit", "prompt": t, "cwd": "/home/u/bench", "session_id": "w"}).encode()
+            warm.request("POST", "/v1/hooks/claude-code", body, {"Content-Type": "application/json", "X-Hivestream-Hook": "1"})
+            if b"additionalContext" in warm.getresponse().read() or time.monotonic() > deadline:
+                break
+        warm.close()
+    stop = threading.Event()
+    posted = [0] * ingest_clients
+    loaders = load(proc.port, ingest_clients, stop, posted)
+    t_start = time.perf_counter()
     try:
         conn = http.client.HTTPConnection("127.0.0.1", proc.port, timeout=30)
         out, hits = [], 0
@@ -116,7 +158,12 @@ def serve_cell(tmp: Path, n: int, stub_vecs: np.ndarray, archives: list[Path], t
                 hits += b"additionalContext" in answer
         conn.close()
     finally:
+        stop.set()
+        for t in loaders:
+            t.join(60)
         proc.stop()
+    if ingest_clients:
+        print(f"    (beside {sum(posted):,} captures from {ingest_clients} clients: {sum(posted) / (time.perf_counter() - t_start):,.0f}/s)")
     return out, hits
 
 
@@ -134,6 +181,7 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--sizes", default="100,1000,10000")
     ap.add_argument("--through-serve", action="store_true", help="time serve's hook route (one serve per stub count) instead of the service")
+    ap.add_argument("--ingest-load", type=int, default=0, help="with --through-serve: this many clients post captures to the same serve meanwhile")
     ap.add_argument("--numpy-threads", action="store_true", help="leave numpy's BLAS threads as they are (the default embedder limits them to 1)")
     a = ap.parse_args()
     doc = json.loads(TEXTS.read_text(encoding="utf-8"))
@@ -194,7 +242,7 @@ def through_serve(a: argparse.Namespace, stub_vecs: np.ndarray, messages: list[s
                 cells = Path(tmp) / f"r{run}"
                 cells.mkdir(exist_ok=True)
                 for n in [0, *sizes]:
-                    ms, hits = serve_cell(cells, n, stub_vecs, archives, texts, a.warmup, rng)
+                    ms, hits = serve_cell(cells, n, stub_vecs, archives, texts, a.warmup, rng, a.ingest_load)
                     p50, p99 = pct(ms, 0.5), pct(ms, 0.99)
                     b50 = p50 if n == 0 else b50
                     results.setdefault((n, words), []).append((p50, p99, hits))
