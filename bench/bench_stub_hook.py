@@ -98,7 +98,7 @@ def load(port: int, clients: int, stop: threading.Event, posted: list[int]) -> l
         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
         i = 0
         while not stop.is_set():
-            body = json.dumps({"hook_event_name": "Stop", "session_id": f"load-{c}", "cwd": "/home/u/load", "stop_hook_active": False,
+            body = json.dumps({"hook_event_name": "Stop", "session_id": f"load-{c}", "cwd": "/w/load", "stop_hook_active": False,
                                "last_assistant_message": f"load reply {c}-{i}: the window is read from settings.py"}).encode()
             conn.request("POST", "/v1/hooks/claude-code", body, {"Content-Type": "application/json"})
             conn.getresponse().read()
@@ -135,7 +135,7 @@ def serve_cell(tmp: Path, n: int, stub_vecs: np.ndarray, archives: list[Path], t
         warm = http.client.HTTPConnection("127.0.0.1", proc.port, timeout=30)
         deadline = time.monotonic() + 120
         for t in itertools.cycle(texts):
-            body = json.dumps({"hook_event_name": "UserPromptSubmit", "prompt": t, "cwd": "/home/u/bench", "session_id": "w"}).encode()
+            body = json.dumps({"hook_event_name": "UserPromptSubmit", "prompt": t, "cwd": "/w/bench", "session_id": "w"}).encode()
             warm.request("POST", "/v1/hooks/claude-code", body, {"Content-Type": "application/json", "X-Hivestream-Hook": "1"})
             if b"additionalContext" in warm.getresponse().read() or time.monotonic() > deadline:
                 break
@@ -148,7 +148,7 @@ def serve_cell(tmp: Path, n: int, stub_vecs: np.ndarray, archives: list[Path], t
         conn = http.client.HTTPConnection("127.0.0.1", proc.port, timeout=30)
         out, hits = [], 0
         for i, t in enumerate([*texts[:warmup], *texts]):
-            body = json.dumps({"hook_event_name": "UserPromptSubmit", "prompt": t, "cwd": "/home/u/bench", "session_id": "s",
+            body = json.dumps({"hook_event_name": "UserPromptSubmit", "prompt": t, "cwd": "/w/bench", "session_id": "s",
                                "transcript_path": "/tmp/t.jsonl"}).encode()
             t0 = time.perf_counter()
             conn.request("POST", "/v1/hooks/claude-code", body, {"Content-Type": "application/json", "X-Hivestream-Hook": "1"})
