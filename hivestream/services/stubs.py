@@ -341,6 +341,10 @@ class StubService:
         fut.add_done_callback(lambda _f: self._busy.release())
         return fut
 
+    def _start(self, prompt: Prompt, budget_s: float | None) -> tuple[float, float, concurrent.futures.Future[Injection] | Injection]:
+        """The start time, the budget in seconds (``budget_s``, else :attr:`budget_s`) and :meth:`_submit`'s answer."""
+        return time.perf_counter(), self.budget_s if budget_s is None else budget_s, self._submit(prompt)
+
     def _timed_out(self, limit: float, t0: float) -> Injection:
         with self._stats_lock:
             self.stats.failed_open["timeout"] += 1
@@ -348,9 +352,7 @@ class StubService:
 
     def inject_within(self, prompt: Prompt, budget_s: float | None = None) -> Injection:
         """:meth:`inject` in a worker thread, given up after ``budget_s`` (default :attr:`budget_s`): then no context. Never raises."""
-        t0 = time.perf_counter()
-        limit = self.budget_s if budget_s is None else budget_s
-        fut = self._submit(prompt)
+        t0, limit, fut = self._start(prompt, budget_s)
         if isinstance(fut, Injection):
             return fut
         try:
@@ -360,9 +362,7 @@ class StubService:
 
     async def inject_async(self, prompt: Prompt, budget_s: float | None = None) -> Injection:
         """:meth:`inject_within` for an event loop (the loop is never blocked; the worker thread is not waited for past the budget). Never raises."""
-        t0 = time.perf_counter()
-        limit = self.budget_s if budget_s is None else budget_s
-        fut = self._submit(prompt)
+        t0, limit, fut = self._start(prompt, budget_s)
         if isinstance(fut, Injection):
             return fut
         try:
